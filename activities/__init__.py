@@ -1,0 +1,1 @@
+"""Temporal activities: everything the agent does that touches the outside world."""

@@ -1,0 +1,180 @@
+"""The think activity: one Chat Completions call through the OpenAI SDK.
+
+Temporal owns retries (the SDK's are off), so this module's job is to classify
+each failure as worth retrying or not, and to say so in the ApplicationError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+import openai
+from temporalio import activity
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
+
+from activities.token_count import count_prompt_tokens
+from agent_model.llm_io import ThinkRequest, ThinkResponse
+from agent_model.messages import Function, Message, Role, ToolCall
+from agent_model.usage import TokenUsage
+from config.settings import LLMSettings
+
+HEARTBEAT_INTERVAL = 2.0
+"""Seconds between heartbeats while waiting for the model."""
+RETRYABLE_STATUS = {408, 409, 429}
+"""Plus every 5xx: timeouts, conflicts, rate limits and server errors pass."""
+REASONING_MODEL_PREFIXES = ("o1", "o3", "o4")
+"""Models that take max_completion_tokens and no temperature."""
+
+TOKEN_LIMIT_ERROR = "TokenLimitExceeded"
+NON_RETRYABLE_ERRORS = [TOKEN_LIMIT_ERROR, "LLMRequestRejected", "UnknownLLMProfile"]
+
+THINK_OPTIONS: dict[str, Any] = dict(
+    # One model call may legitimately take minutes (long outputs, slow models).
+    start_to_close_timeout=timedelta(minutes=10),
+    # Heartbeats every 2 s: a dead worker is noticed in seconds, not minutes.
+    heartbeat_timeout=timedelta(seconds=10),
+    retry_policy=RetryPolicy(
+        # Rate limits and outages pass; OpenManus waited up to 60 s, 6 attempts.
+        initial_interval=timedelta(seconds=1),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=60),
+        maximum_attempts=6,
+        # Retrying these cannot succeed: the same request gets the same answer.
+        non_retryable_error_types=NON_RETRYABLE_ERRORS,
+    ),
+)
+"""Options for workflow.execute_activity("think", ...)."""
+
+
+def is_reasoning_model(model: str) -> bool:
+    return model.startswith(REASONING_MODEL_PREFIXES)
+
+
+def make_client(settings: LLMSettings) -> openai.AsyncOpenAI:
+    key = settings.api_key.get_secret_value() if settings.api_key else None
+    if settings.api_type == "azure":
+        return openai.AsyncAzureOpenAI(
+            azure_endpoint=settings.base_url,
+            api_key=key,
+            api_version=settings.api_version,
+            max_retries=0,
+            timeout=settings.request_timeout,
+        )
+    return openai.AsyncOpenAI(
+        base_url=settings.base_url, api_key=key, max_retries=0, timeout=settings.request_timeout
+    )
+
+
+def request_params(settings: LLMSettings, request: ThinkRequest) -> dict[str, Any]:
+    messages = [m.to_openai() for m in request.messages]
+    if request.system_prompt:
+        messages.insert(0, {"role": "system", "content": request.system_prompt})
+    params: dict[str, Any] = {"model": settings.model, "messages": messages, "stream": False}
+    if is_reasoning_model(settings.model):
+        params["max_completion_tokens"] = settings.max_tokens
+    else:
+        params["max_tokens"] = settings.max_tokens
+        params["temperature"] = settings.temperature
+    if request.tools:
+        params["tools"] = request.tools
+        params["tool_choice"] = request.tool_choice.value
+    return params
+
+
+def _retry_after(error: openai.APIStatusError) -> timedelta | None:
+    value = error.response.headers.get("retry-after")
+    try:
+        seconds = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return timedelta(seconds=seconds) if seconds is not None and seconds >= 0 else None
+
+
+def classify(error: Exception, model: str) -> ApplicationError:
+    """The ApplicationError to raise for an SDK failure."""
+    if isinstance(error, openai.APITimeoutError):
+        return ApplicationError(f"LLM call timed out ({model})", type="LLMTimeout")
+    if isinstance(error, openai.APIConnectionError):
+        return ApplicationError(f"cannot reach the LLM endpoint: {error}", type="LLMConnectionError")
+    if isinstance(error, openai.APIStatusError):
+        status = error.status_code
+        message = f"LLM endpoint answered {status}: {error.message}"
+        if status in RETRYABLE_STATUS or status >= 500:
+            return ApplicationError(
+                message, type="LLMUnavailable", next_retry_delay=_retry_after(error)
+            )
+        if status == 400 and "tool" in str(error.message).lower():
+            message += f" (does model {model!r} support function calling?)"
+        return ApplicationError(message, type="LLMRequestRejected", non_retryable=True)
+    return ApplicationError(f"LLM call failed: {error!r}", type="LLMError")
+
+
+class LLMActivities:
+    """Holds the worker's LLM settings (and keys); one client per LLM profile."""
+
+    def __init__(self, llm_profiles: dict[str, LLMSettings]) -> None:
+        self._profiles = llm_profiles
+        self._clients: dict[str, openai.AsyncOpenAI] = {}
+
+    def _client(self, name: str) -> openai.AsyncOpenAI:
+        if name not in self._clients:
+            self._clients[name] = make_client(self._profiles[name])
+        return self._clients[name]
+
+    @activity.defn(name="think")
+    async def think(self, request: ThinkRequest) -> ThinkResponse:
+        settings = self._profiles.get(request.llm)
+        if settings is None:
+            raise ApplicationError(
+                f"the worker has no LLM profile {request.llm!r}", type="UnknownLLMProfile", non_retryable=True
+            )
+        if settings.max_input_tokens is not None:
+            needed = count_prompt_tokens(
+                settings.model, request.messages, request.system_prompt, request.tools
+            )
+            if needed > settings.max_input_tokens:
+                raise ApplicationError(
+                    f"request needs {needed} input tokens, over the limit of {settings.max_input_tokens}",
+                    needed,
+                    settings.max_input_tokens,
+                    type=TOKEN_LIMIT_ERROR,
+                    non_retryable=True,
+                )
+
+        call = asyncio.ensure_future(
+            self._client(request.llm).chat.completions.create(**request_params(settings, request))
+        )
+        try:
+            while True:
+                done, _ = await asyncio.wait({call}, timeout=HEARTBEAT_INTERVAL)
+                if done:
+                    break
+                activity.heartbeat()
+            completion = call.result()
+        except openai.OpenAIError as e:
+            raise classify(e, settings.model) from None
+        finally:
+            if not call.done():  # cancelled while waiting
+                call.cancel()
+
+        if not completion.choices:
+            raise ApplicationError("LLM answered with no choices", type="LLMEmptyResponse")
+        choice = completion.choices[0]
+        tool_calls = [
+            ToolCall(id=c.id, function=Function(name=c.function.name, arguments=c.function.arguments or ""))
+            for c in choice.message.tool_calls or []
+            if getattr(c, "function", None) is not None
+        ]
+        usage = TokenUsage(
+            prompt_tokens=completion.usage.prompt_tokens if completion.usage else 0,
+            completion_tokens=completion.usage.completion_tokens if completion.usage else 0,
+        )
+        return ThinkResponse(
+            message=Message(role=Role.ASSISTANT, content=choice.message.content, tool_calls=tool_calls or None),
+            usage=usage,
+            finish_reason=choice.finish_reason,
+            model=completion.model or settings.model,
+        )

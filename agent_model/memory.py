@@ -1,0 +1,55 @@
+"""The agent's conversation memory: a bounded window that stays valid for the API."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from agent_model.messages import Message, Role
+
+DEFAULT_MAX_MESSAGES = 100
+"""Messages kept besides the original request (OpenManus keeps 100)."""
+
+
+class Memory(BaseModel):
+    """Messages of one run, oldest first.
+
+    The first user message (the original request) is always kept. When the
+    window overflows, the oldest messages after it are dropped, but never so that
+    a tool reply loses the assistant message whose tool_calls it answers, or an
+    assistant message loses its tool replies: the window always restarts at a
+    message that is not a tool reply.
+    """
+
+    messages: list[Message] = Field(default_factory=list)
+    max_messages: int = DEFAULT_MAX_MESSAGES
+
+    def add(self, message: Message) -> None:
+        self.messages.append(message)
+        self._trim()
+
+    def extend(self, messages: list[Message]) -> None:
+        for message in messages:
+            self.add(message)
+
+    @property
+    def request(self) -> Message | None:
+        """The original request: the first user message."""
+        for message in self.messages:
+            if message.role == Role.USER:
+                return message
+        return None
+
+    def window(self) -> list[Message]:
+        """What is sent to the model: the whole (already bounded) memory."""
+        return list(self.messages)
+
+    def _trim(self) -> None:
+        request = self.request
+        rest = [m for m in self.messages if m is not request]
+        if len(rest) <= self.max_messages:
+            return
+        start = len(rest) - self.max_messages
+        # Never begin the window with tool replies: their assistant message is gone.
+        while start < len(rest) and rest[start].role == Role.TOOL:
+            start += 1
+        self.messages = ([request] if request is not None else []) + rest[start:]

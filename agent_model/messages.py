@@ -1,0 +1,84 @@
+"""Chat messages in the OpenAI Chat Completions wire shape."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel
+
+
+class Role(str, Enum):
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+class ToolChoice(str, Enum):
+    NONE = "none"
+    AUTO = "auto"
+    REQUIRED = "required"
+
+
+class Function(BaseModel):
+    name: str
+    arguments: str  # JSON text, exactly as the model produced it
+
+
+class ToolCall(BaseModel):
+    id: str
+    type: str = "function"
+    function: Function
+
+
+class Message(BaseModel):
+    role: Role
+    content: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    name: str | None = None
+    tool_call_id: str | None = None
+    # Base64-encoded PNG/JPEG; sent as an image part of a user message.
+    base64_image: str | None = None
+
+    def to_openai(self) -> dict[str, Any]:
+        """The dict the Chat Completions API expects for this message."""
+        out: dict[str, Any] = {"role": self.role.value}
+        if self.base64_image and self.role == Role.USER:
+            parts: list[dict[str, Any]] = []
+            if self.content:
+                parts.append({"type": "text", "text": self.content})
+            parts.append(
+                {
+                    "type": "image_url",
+                    "image_url": {"url": f"data:image/png;base64,{self.base64_image}"},
+                }
+            )
+            out["content"] = parts
+        else:
+            out["content"] = self.content
+        if self.tool_calls:
+            out["tool_calls"] = [tc.model_dump() for tc in self.tool_calls]
+        if self.name is not None:
+            out["name"] = self.name
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        return out
+
+
+def system_message(content: str) -> Message:
+    return Message(role=Role.SYSTEM, content=content)
+
+
+def user_message(content: str, base64_image: str | None = None) -> Message:
+    return Message(role=Role.USER, content=content, base64_image=base64_image)
+
+
+def assistant_message(
+    content: str | None, tool_calls: list[ToolCall] | None = None
+) -> Message:
+    return Message(role=Role.ASSISTANT, content=content, tool_calls=tool_calls or None)
+
+
+def tool_message(content: str, tool_call_id: str, name: str) -> Message:
+    return Message(role=Role.TOOL, content=content, tool_call_id=tool_call_id, name=name)

@@ -1,0 +1,92 @@
+"""Agent profiles: what distinguishes one kind of agent from another."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from agent_model.messages import ToolChoice
+from agent_model.stuck import DEFAULT_DUPLICATE_THRESHOLD
+from prompts import data_analysis, manus, planning, swe, toolcall
+
+
+class AgentProfile(BaseModel):
+    name: str
+    description: str = ""
+    system_prompt: str = ""
+    """Sent with every LLM call, never stored in memory. May use `{directory}`."""
+    next_step_prompt: str = ""
+    """Appended to memory as a user message before every think; empty = none."""
+    tools: list[str] = Field(default_factory=lambda: ["terminate"])
+    special_tools: list[str] = Field(default_factory=lambda: ["terminate"])
+    """Tools whose call ends the run."""
+    max_steps: int = 30
+    max_observe: int | None = None
+    """Characters of a tool's output kept in memory; None = all."""
+    tool_choice: ToolChoice = ToolChoice.AUTO
+    finish_on_answer: bool = True
+    """In AUTO mode, a reply without a tool call is the final answer."""
+    duplicate_threshold: int = DEFAULT_DUPLICATE_THRESHOLD
+    max_tool_calls_per_step: int | None = None
+    """Tool calls executed per reply; extra ones are answered with an error."""
+    human_timeout_seconds: float = 3600.0
+    """How long ask_human waits for an answer (default 1 h)."""
+    llm: str = "default"
+    """LLM profile name in the worker's config."""
+    max_memory_messages: int = 100
+
+
+TOOLCALL = AgentProfile(
+    name="toolcall",
+    description="A plain tool-calling agent.",
+    system_prompt=toolcall.SYSTEM_PROMPT,
+    next_step_prompt=toolcall.NEXT_STEP_PROMPT,
+    tools=["create_chat_completion", "terminate"],
+    max_steps=30,
+)
+
+MANUS = AgentProfile(
+    name="manus",
+    description="General-purpose agent: Python, files, questions to the user.",
+    system_prompt=manus.SYSTEM_PROMPT,
+    next_step_prompt=manus.NEXT_STEP_PROMPT,
+    tools=["python_execute", "str_replace_editor", "ask_human", "terminate"],
+    max_steps=20,
+    max_observe=10000,
+)
+
+SWE = AgentProfile(
+    name="swe",
+    description="Software engineer: shell and editor, one command at a time.",
+    system_prompt=swe.SYSTEM_PROMPT,
+    next_step_prompt=swe.NEXT_STEP_PROMPT,
+    tools=["bash", "str_replace_editor", "terminate"],
+    max_steps=20,
+    max_tool_calls_per_step=1,
+)
+
+DATA_ANALYSIS = AgentProfile(
+    name="data_analysis",
+    description="Data analyst: Python for analysis, charts and reports.",
+    system_prompt=data_analysis.SYSTEM_PROMPT,
+    next_step_prompt=data_analysis.NEXT_STEP_PROMPT,
+    tools=["python_execute", "str_replace_editor", "terminate"],
+    max_steps=20,
+    max_observe=15000,
+    max_tool_calls_per_step=1,
+)
+
+BUILTIN_PROFILES: dict[str, AgentProfile] = {
+    p.name: p for p in (TOOLCALL, MANUS, SWE, DATA_ANALYSIS)
+}
+
+
+class UnknownAgent(ValueError):
+    pass
+
+
+def get_profile(name: str) -> AgentProfile:
+    try:
+        return BUILTIN_PROFILES[name]
+    except KeyError:
+        known = ", ".join(sorted(BUILTIN_PROFILES))
+        raise UnknownAgent(f"unknown agent {name!r}; known agents: {known}") from None

@@ -1,0 +1,27 @@
+"""Lifecycle of an agent run."""
+
+from enum import Enum
+
+
+class AgentState(str, Enum):
+    IDLE = "IDLE"
+    RUNNING = "RUNNING"
+    FINISHED = "FINISHED"
+    ERROR = "ERROR"
+    CANCELLED = "CANCELLED"
+
+
+class StopReason(str, Enum):
+    """Why a run stopped; kept in the result so callers can tell outcomes apart."""
+
+    TERMINATED = "terminated"  # the model called terminate(status=success)
+    GAVE_UP = "gave_up"  # the model called terminate(status=failure)
+    ANSWERED = "answered"  # the model answered without a tool call (AUTO mode)
+    MAX_STEPS = "max_steps"
+    TOKEN_LIMIT = "token_limit"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+
+    @property
+    def succeeded(self) -> bool:
+        return self in (StopReason.TERMINATED, StopReason.ANSWERED)

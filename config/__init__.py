@@ -1,0 +1,1 @@
+"""Configuration: the LLM profiles, the workspace root and the task queue."""

@@ -1,0 +1,146 @@
+"""Loading and validating the worker's and starter's configuration.
+
+Everything is checked at start-up (never inside a workflow): a bad file or field
+is reported as one line naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
+
+REPO_DIR = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG_PATH = REPO_DIR / "config" / "config.toml"
+"""Read when it exists and neither --config nor DURABLE_MANUS_CONFIG names a file."""
+DEFAULT_TASK_QUEUE = "durable-manus"
+DEFAULT_WORKSPACE_ROOT = "workspace"
+"""Relative to the repo directory."""
+
+
+class ConfigError(Exception):
+    """A configuration problem, with a one-line message for the user."""
+
+
+class LLMSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = "gpt-4o"
+    base_url: str = "https://api.openai.com/v1"
+    api_key: SecretStr | None = None
+    api_type: Literal["openai", "azure"] = "openai"
+    api_version: str | None = None
+    max_tokens: int = 4096
+    """Completion tokens per call (OpenManus default)."""
+    temperature: float = 0.0
+    max_input_tokens: int | None = None
+    """Largest prompt (in tokens) one request may send; None = no check."""
+    request_timeout: float = 300.0
+    """Seconds one HTTP call may take; the activity's start_to_close is larger."""
+
+
+class Settings(BaseModel):
+    llm: dict[str, LLMSettings]
+    """"default" is `[llm]`; other keys are `[llm.<name>]` merged over it."""
+    workspace_root: Path
+    task_queue: str = DEFAULT_TASK_QUEUE
+    source: str = "environment"
+    """Where the settings came from, for messages."""
+
+    def llm_profile(self, name: str) -> LLMSettings:
+        try:
+            return self.llm[name]
+        except KeyError:
+            raise ConfigError(
+                f"{self.source}: no LLM profile [llm.{name}] (known: {', '.join(sorted(self.llm))})"
+            ) from None
+
+    def require_api_keys(self) -> None:
+        for name, llm in self.llm.items():
+            if llm.api_key is None or not llm.api_key.get_secret_value():
+                where = "[llm]" if name == "default" else f"[llm.{name}]"
+                raise ConfigError(
+                    f"{self.source}: {where} api_key is missing; set OPENAI_API_KEY or "
+                    f"api_key in {where} (see config/config.example.toml)"
+                )
+
+
+def _first_error(source: str, section: str, err: ValidationError) -> str:
+    first = err.errors()[0]
+    field = ".".join(str(p) for p in first["loc"])
+    return f"{source}: {section} {field}: {first['msg']}"
+
+
+def _parse_llm(source: str, raw: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, LLMSettings]:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{source}: [llm] must be a table")
+    base = {k: v for k, v in raw.items() if not isinstance(v, Mapping)}
+    overrides = {
+        "api_key": env.get("OPENAI_API_KEY"),
+        "base_url": env.get("OPENAI_BASE_URL"),
+        "model": env.get("OPENAI_MODEL"),
+    }
+    base.update({k: v for k, v in overrides.items() if v})
+    try:
+        profiles = {"default": LLMSettings(**base)}
+    except ValidationError as e:
+        raise ConfigError(_first_error(source, "[llm]", e)) from None
+    for name, section in raw.items():
+        if isinstance(section, Mapping):
+            try:
+                profiles[name] = LLMSettings(**{**base, **section})
+            except ValidationError as e:
+                raise ConfigError(_first_error(source, f"[llm.{name}]", e)) from None
+    return profiles
+
+
+def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """Settings from a TOML file (optional) and the environment.
+
+    The file is `path`, else $DURABLE_MANUS_CONFIG, else config/config.toml when
+    it exists. A file named explicitly must exist. Environment variables
+    OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL override `[llm]`;
+    WORKSPACE_ROOT overrides `[workspace] root`; TEMPORAL_TASK_QUEUE sets the
+    task queue.
+    """
+    env = os.environ if env is None else env
+    explicit = path or env.get("DURABLE_MANUS_CONFIG")
+    file = Path(explicit) if explicit else DEFAULT_CONFIG_PATH
+    data: dict[str, Any] = {}
+    source = "environment"
+    if explicit or file.exists():
+        source = str(file)
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{file}: config file not found") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{file}: cannot read config file ({e.__class__.__name__}: {e})") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{file}: not valid TOML ({e})") from None
+
+    unknown = set(data) - {"llm", "workspace"}
+    if unknown:
+        raise ConfigError(f"{source}: unknown section [{sorted(unknown)[0]}]")
+    llm = _parse_llm(source, data.get("llm", {}), env)
+
+    workspace = data.get("workspace", {})
+    if not isinstance(workspace, Mapping) or set(workspace) - {"root"}:
+        raise ConfigError(f"{source}: [workspace] accepts only the field root")
+    root_text = env.get("WORKSPACE_ROOT") or workspace.get("root", DEFAULT_WORKSPACE_ROOT)
+    if not isinstance(root_text, str) or not root_text:
+        raise ConfigError(f"{source}: [workspace] root must be a non-empty string")
+    root = Path(root_text).expanduser()
+    if not root.is_absolute():
+        root = REPO_DIR / root
+
+    return Settings(
+        llm=llm,
+        workspace_root=root,
+        task_queue=env.get("TEMPORAL_TASK_QUEUE") or DEFAULT_TASK_QUEUE,
+        source=source,
+    )

@@ -1,0 +1,61 @@
+"""Connecting to Temporal: temporalio.envconfig settings, waited for with tenacity."""
+
+from __future__ import annotations
+
+import socket
+
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.envconfig import ClientConfig
+
+DEFAULT_ADDRESS = "127.0.0.1:7233"
+"""Where the embedded server listens, and where a client looks by default."""
+CONNECT_WAIT_SECONDS = 30.0
+"""How long to keep trying to reach the server before giving up."""
+
+
+class TemporalUnreachable(Exception):
+    """No Temporal server answered; the message is one line for the user."""
+
+
+def connect_config() -> dict:
+    """Client.connect keyword arguments from TEMPORAL_* variables and the
+    Temporal config file (address, namespace, API key, TLS)."""
+    config = dict(ClientConfig.load_client_connect_config())
+    config.setdefault("target_host", DEFAULT_ADDRESS)
+    return config
+
+
+def address_is_explicit() -> bool:
+    """True when TEMPORAL_ADDRESS or a Temporal config profile names a server."""
+    return "target_host" in ClientConfig.load_client_connect_config()
+
+
+def port_answers(address: str, timeout: float = 0.5) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+async def connect(wait_seconds: float = CONNECT_WAIT_SECONDS) -> Client:
+    """A client with the pydantic data converter, retrying until the server answers."""
+    config = connect_config()
+    try:
+        async for attempt in AsyncRetrying(
+            stop=stop_after_delay(wait_seconds),
+            wait=wait_exponential(multiplier=0.2, max=2.0),
+            retry=retry_if_exception_type(RuntimeError),
+            reraise=True,
+        ):
+            with attempt:
+                return await Client.connect(**config, data_converter=pydantic_data_converter)
+    except RuntimeError as e:
+        raise TemporalUnreachable(
+            f"cannot reach Temporal at {config['target_host']} (namespace "
+            f"{config.get('namespace', 'default')}) after {wait_seconds:.0f} s: {str(e).splitlines()[0]}"
+        ) from None
+    raise AssertionError("unreachable")

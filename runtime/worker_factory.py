@@ -1,0 +1,61 @@
+"""One worker with every workflow and activity of durable-manus."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from activities.llm import LLMActivities
+from activities.token_count import encoding_for
+from activities.tools.bash import Bash
+from activities.tools.python_execute import PythonExecute
+from activities.tools.str_replace_editor import StrReplaceEditor
+from activities.workspace import Workspace, WorkspaceActivities
+from config.settings import Settings
+from workflows.agent import AgentWorkflow
+
+WORKFLOWS = [AgentWorkflow]
+
+PASSTHROUGH_MODULES = ("openai", "httpx", "httpx2", "tiktoken", "tiktoken_ext")
+"""Loaded once, outside the sandbox: large, deterministic to import, and only
+used by activities."""
+
+GRACEFUL_SHUTDOWN = timedelta(seconds=5)
+"""On SIGINT/SIGTERM, running activities get this long before they are cancelled
+(and then retried by another worker)."""
+
+
+def activities_for(settings: Settings) -> list[Any]:
+    workspace = Workspace(settings.workspace_root)
+    return [
+        LLMActivities(settings.llm).think,
+        WorkspaceActivities(workspace).prepare_workspace,
+        PythonExecute(workspace).run,
+        Bash(workspace).run,
+        StrReplaceEditor(workspace).run,
+    ]
+
+
+def check_worker_settings(settings: Settings) -> None:
+    """Fail at start-up, not inside a run: keys present, tokenizers loadable."""
+    settings.require_api_keys()
+    for llm in settings.llm.values():
+        encoding_for(llm.model)
+
+
+def build_worker(client: Client, settings: Settings, **options: Any) -> Worker:
+    options.setdefault("graceful_shutdown_timeout", GRACEFUL_SHUTDOWN)
+    return Worker(
+        client,
+        task_queue=settings.task_queue,
+        workflows=WORKFLOWS,
+        activities=activities_for(settings),
+        workflow_runner=SandboxedWorkflowRunner(
+            restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
+        ),
+        **options,
+    )

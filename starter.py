@@ -1,0 +1,160 @@
+"""Start an agent run and follow it to the end.
+
+    python starter.py "task"                 # run the manus agent on a task
+    python starter.py --agent swe "task"     # another agent
+    python starter.py --detach "task"        # start it and print its id only
+    python starter.py --attach ID            # follow an existing run (resume after a crash)
+
+Without TEMPORAL_ADDRESS and with nothing listening on 127.0.0.1:7233, the
+embedded Temporal server is started (detached, SQLite under .data/). With no
+worker polling the task queue, one runs inside this process until the run ends.
+
+Exit codes: 0 the run finished its task; 1 it ended otherwise (error,
+cancellation, step limit, gave up); 2 bad input or configuration; 130 stopped
+following with Ctrl-C (the run goes on).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+import uuid
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
+
+from agent_model.profiles import BUILTIN_PROFILES, UnknownAgent, get_profile
+from agent_model.run import AgentRunInput, AgentRunResult
+from config.settings import ConfigError, Settings, load_settings
+from runtime.connection import DEFAULT_ADDRESS, TemporalUnreachable, address_is_explicit, connect, port_answers
+from runtime.embedded_server import start_embedded_server, web_ui_url
+from runtime.follow import follow
+from runtime.task_queue import has_live_worker
+from runtime.worker_factory import build_worker, check_worker_settings
+from workflows.agent import AgentWorkflow
+
+SUMMARY_LENGTH = 120
+"""Characters of the task shown as the run's summary in the Web UI."""
+
+
+class UsageError(Exception):
+    """Bad input; the message is one line for the user."""
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Run a durable-manus agent on a task.")
+    parser.add_argument("task", nargs="?", help="what the agent should do")
+    parser.add_argument("--agent", default="manus", help=f"agent profile ({', '.join(BUILTIN_PROFILES)}); default manus")
+    parser.add_argument("--max-steps", type=int, help="override the agent's step limit")
+    parser.add_argument("--config", help="config file (default: config/config.toml or $DURABLE_MANUS_CONFIG)")
+    parser.add_argument("--id", dest="run_id", help="workflow id for the new run (default: generated)")
+    parser.add_argument("--detach", action="store_true", help="start the run, print its id and exit")
+    parser.add_argument("--attach", metavar="ID", help="follow an existing run to its end")
+    parser.add_argument(
+        "--worker",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="run an in-process worker: auto = when none polls the task queue (default)",
+    )
+    return parser.parse_args(argv)
+
+
+def validate(args: argparse.Namespace) -> None:
+    if args.attach:
+        if args.task:
+            raise UsageError("give either a task or --attach ID, not both")
+        return
+    if not args.task or not args.task.strip():
+        raise UsageError('the task is empty; usage: python starter.py "what the agent should do"')
+    get_profile(args.agent)  # UnknownAgent is a ValueError with a clear message
+    if args.max_steps is not None and args.max_steps < 1:
+        raise UsageError("--max-steps must be at least 1")
+
+
+async def ensure_server(out) -> None:
+    """Start the embedded server when no server is configured and none answers."""
+    if address_is_explicit() or port_answers(DEFAULT_ADDRESS):
+        return
+    directory = start_embedded_server()
+    print(
+        f"Started the embedded Temporal server (data in {directory}, Web UI http://127.0.0.1:8233); "
+        "it keeps running after this command.",
+        file=out,
+    )
+
+
+async def start_run(client: Client, settings: Settings, args: argparse.Namespace) -> WorkflowHandle:
+    run_id = args.run_id or f"{args.agent}-{uuid.uuid4().hex[:12]}"
+    summary = " ".join(args.task.split())
+    if len(summary) > SUMMARY_LENGTH:
+        summary = summary[: SUMMARY_LENGTH - 1] + "…"
+    return await client.start_workflow(
+        AgentWorkflow.run,
+        AgentRunInput(task=args.task, agent=args.agent, max_steps=args.max_steps),
+        id=run_id,
+        task_queue=settings.task_queue,
+        static_summary=summary,
+    )
+
+
+async def existing_run(client: Client, run_id: str) -> WorkflowHandle:
+    handle = client.get_workflow_handle(run_id)
+    try:
+        await handle.describe()
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            raise UsageError(f"no run with id {run_id!r}") from None
+        raise
+    return handle
+
+
+def report(result: AgentRunResult, out) -> int:
+    print(f"\n{result.state.value} ({result.stop_reason.value}) after {result.steps_taken} steps, "
+          f"{result.usage.total_tokens} tokens", file=out)
+    if result.note:
+        print(f"note: {result.note}", file=out)
+    if result.final_answer:
+        print(f"\n{result.final_answer}", file=out)
+    return 0 if result.succeeded else 1
+
+
+async def main_async(args: argparse.Namespace, out=sys.stdout) -> int:
+    settings = load_settings(args.config)
+    await ensure_server(out)
+    client = await connect()
+    needs_worker = args.worker == "always" or (
+        args.worker == "auto" and not await has_live_worker(client, settings.task_queue)
+    )
+    if needs_worker:
+        check_worker_settings(settings)  # before anything starts: nothing is left half-begun
+
+    handle = await existing_run(client, args.attach) if args.attach else await start_run(client, settings, args)
+    args.run_id = handle.id
+    print(f"run {handle.id}\nWeb UI: {web_ui_url(handle.id, client.namespace)}", file=out, flush=True)
+    if args.detach:
+        return 0
+
+    worker = build_worker(client, settings) if needs_worker else contextlib.nullcontext()
+    async with worker:
+        result = await follow(handle, out)
+    return report(result, out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        validate(args)
+        return asyncio.run(main_async(args))
+    except (UsageError, UnknownAgent, ConfigError, TemporalUnreachable, FileNotFoundError) as e:
+        print(f"starter: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        target = args.run_id or args.attach or "<run id>"
+        print(f"\nstopped following; the run goes on. Resume with: python starter.py --attach {target}", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

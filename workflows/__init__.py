@@ -1,0 +1,1 @@
+"""Temporal workflows: the agent's run loop and the planning flow."""
