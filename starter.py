@@ -100,7 +100,7 @@ async def start_run(client: Client, settings: Settings, args: argparse.Namespace
 
 
 async def existing_run(client: Client, run_id: str) -> WorkflowHandle:
-    handle = client.get_workflow_handle(run_id)
+    handle = client.get_workflow_handle(run_id, result_type=AgentRunResult)
     try:
         await handle.describe()
     except RPCError as e:

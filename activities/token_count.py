@@ -42,12 +42,16 @@ def encoding_for(model: str) -> tiktoken.Encoding:
         name = tiktoken.encoding_name_for_model(model)
     except KeyError:
         name = FALLBACK_ENCODING
-    for candidate in (name, FALLBACK_ENCODING):
+    failures = []
+    for candidate in dict.fromkeys((name, FALLBACK_ENCODING)):
         try:
             return tiktoken.get_encoding(candidate)
         except Exception as e:  # tiktoken raises requests/OSError/ValueError when offline
-            log.warning("tiktoken encoding %s unavailable (%s)", candidate, e.__class__.__name__)
-    log.warning("counting tokens for %s with the bundled %s", model, OFFLINE_ENCODING)
+            failures.append(f"{candidate}: {e.__class__.__name__}")
+    log.warning(
+        "counting tokens for %s with the bundled %s (tiktoken could not load %s)",
+        model, OFFLINE_ENCODING, ", ".join(failures),
+    )
     return tiktoken.get_encoding(OFFLINE_ENCODING)
 
 

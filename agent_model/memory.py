@@ -14,10 +14,11 @@ class Memory(BaseModel):
     """Messages of one run, oldest first.
 
     The first user message (the original request) is always kept. When the
-    window overflows, the oldest messages after it are dropped, but never so that
-    a tool reply loses the assistant message whose tool_calls it answers, or an
-    assistant message loses its tool replies: the window always restarts at a
-    message that is not a tool reply.
+    window overflows, the oldest messages after it are dropped, but never inside
+    a tool-call group (an assistant message with tool_calls and its tool
+    replies): a group at the cut is kept whole, so the window may exceed
+    max_messages by the size of one group, and the API never sees a tool reply
+    without its call or a call without its replies.
     """
 
     messages: list[Message] = Field(default_factory=list)
@@ -49,7 +50,6 @@ class Memory(BaseModel):
         if len(rest) <= self.max_messages:
             return
         start = len(rest) - self.max_messages
-        # Never begin the window with tool replies: their assistant message is gone.
-        while start < len(rest) and rest[start].role == Role.TOOL:
-            start += 1
+        while start > 0 and rest[start].role == Role.TOOL:
+            start -= 1  # back to the assistant message that made these calls
         self.messages = ([request] if request is not None else []) + rest[start:]

@@ -65,7 +65,7 @@ async def follow(handle: WorkflowHandle, out: TextIO = sys.stdout, interactive: 
     """Print the run's steps as they happen; answer questions in a terminal."""
     if interactive is None:
         interactive = sys.stdin.isatty()
-    result_task = asyncio.ensure_future(handle.result(result_type=AgentRunResult))
+    result_task = asyncio.ensure_future(handle.result())
     printed = 0
     max_steps = 0
     announced: str | None = None

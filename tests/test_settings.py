@@ -1,0 +1,81 @@
+"""Configuration loading and validation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from config.settings import REPO_DIR, ConfigError, load_settings
+
+EXAMPLE = REPO_DIR / "config" / "config.example.toml"
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    return path
+
+
+def test_example_file_parses(tmp_path):
+    settings = load_settings(EXAMPLE, env={})
+    assert settings.llm["default"].model == "gpt-4o"
+    assert settings.workspace_root == REPO_DIR / "workspace"
+    assert settings.task_queue == "durable-manus"
+
+
+def test_profiles_inherit_from_llm_and_env_overrides(tmp_path):
+    path = write(tmp_path, '[llm]\nmodel = "m1"\napi_key = "k"\nmax_tokens = 10\n[llm.vision]\nmodel = "m2"\n')
+    settings = load_settings(path, env={"OPENAI_BASE_URL": "http://x/v1", "TEMPORAL_TASK_QUEUE": "q", "WORKSPACE_ROOT": "/tmp/ws"})
+    assert settings.llm["vision"].model == "m2"
+    assert settings.llm["vision"].max_tokens == 10
+    assert settings.llm["vision"].base_url == "http://x/v1"
+    assert settings.llm["default"].api_key.get_secret_value() == "k"
+    assert settings.task_queue == "q"
+    assert settings.workspace_root == Path("/tmp/ws")
+    settings.require_api_keys()
+
+
+def test_env_only_without_a_file():
+    settings = load_settings(env={"OPENAI_API_KEY": "sk-x", "OPENAI_MODEL": "gpt-4o-mini", "DURABLE_MANUS_CONFIG": ""})
+    assert settings.llm["default"].model == "gpt-4o-mini"
+    assert "sk-x" not in repr(settings)  # keys never show up in logs or reprs
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[llm]\nmax_tokens = 'many'\n", "config.toml: [llm] max_tokens: Input should be a valid integer"),
+        ("[llm]\nmodle = 'x'\n", "config.toml: [llm] modle: Extra inputs are not permitted"),
+        ("[llm]\napi_type = 'aws'\n", "config.toml: [llm] api_type"),
+        ("[llm.fast]\ntemperature = 'hot'\n", "config.toml: [llm.fast] temperature"),
+        ("[llm\n", "config.toml: not valid TOML"),
+        ("[server]\nx = 1\n", "config.toml: unknown section [server]"),
+        ("[workspace]\nrot = 'x'\n", "config.toml: [workspace] accepts only the field root"),
+    ],
+)
+def test_bad_fields_are_one_line_naming_file_and_field(tmp_path, text, message):
+    with pytest.raises(ConfigError) as err:
+        load_settings(write(tmp_path, text), env={})
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_missing_explicit_file_is_an_error_not_a_fallback(tmp_path):
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_settings(tmp_path / "absent.toml", env={})
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_settings(env={"DURABLE_MANUS_CONFIG": str(tmp_path / "absent.toml")})
+
+
+def test_missing_key_is_reported_at_start(tmp_path):
+    settings = load_settings(write(tmp_path, '[llm]\nmodel = "m"\n'), env={})
+    with pytest.raises(ConfigError, match=r"\[llm\] api_key is missing; set OPENAI_API_KEY"):
+        settings.require_api_keys()
+
+
+def test_unreadable_file(tmp_path):
+    path = tmp_path / "config.toml"
+    path.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_settings(path, env={})
