@@ -28,6 +28,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from agent_model.profiles import BUILTIN_PROFILES, UnknownAgent, get_profile
 from agent_model.run import AgentRunInput, AgentRunResult
 from config.settings import ConfigError, Settings, load_settings
+from runtime.cli import exit_now
 from runtime.connection import DEFAULT_ADDRESS, TemporalUnreachable, address_is_explicit, connect, port_answers
 from runtime.embedded_server import start_embedded_server, web_ui_url
 from runtime.follow import follow
@@ -73,16 +74,24 @@ def validate(args: argparse.Namespace) -> None:
         raise UsageError("--max-steps must be at least 1")
 
 
-async def ensure_server(out) -> None:
-    """Start the embedded server when no server is configured and none answers."""
+EXISTING_SERVER_WAIT = 5.0
+"""Seconds to wait for a server that should already be up."""
+NEW_SERVER_WAIT = 30.0
+"""Seconds to wait for the embedded server we just started."""
+
+
+async def ensure_server(out) -> float:
+    """Start the embedded server when no server is configured and none answers;
+    returns how long to wait for the server to answer."""
     if address_is_explicit() or port_answers(DEFAULT_ADDRESS):
-        return
+        return EXISTING_SERVER_WAIT
     directory = start_embedded_server()
     print(
         f"Started the embedded Temporal server (data in {directory}, Web UI http://127.0.0.1:8233); "
         "it keeps running after this command.",
         file=out,
     )
+    return NEW_SERVER_WAIT
 
 
 async def start_run(client: Client, settings: Settings, args: argparse.Namespace) -> WorkflowHandle:
@@ -122,8 +131,7 @@ def report(result: AgentRunResult, out) -> int:
 
 async def main_async(args: argparse.Namespace, out=sys.stdout) -> int:
     settings = load_settings(args.config)
-    await ensure_server(out)
-    client = await connect()
+    client = await connect(wait_seconds=await ensure_server(out))
     needs_worker = args.worker == "always" or (
         args.worker == "auto" and not await has_live_worker(client, settings.task_queue)
     )
@@ -157,4 +165,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

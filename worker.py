@@ -16,6 +16,7 @@ import signal
 import sys
 
 from config.settings import ConfigError, load_settings
+from runtime.cli import exit_now
 from runtime.connection import TemporalUnreachable, connect
 from runtime.worker_factory import build_worker, check_worker_settings
 
@@ -56,4 +57,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -1,0 +1,157 @@
+"""The bash tool: run a shell command in the run's directory.
+
+The shell is not a path sandbox (a command may read anything the worker user
+can); what it gets is a clean environment, resource limits and a timeout that
+kills every process it started.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+
+from temporalio import activity
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
+
+from agent_model.tool_io import ToolRequest, ToolResult
+from activities.tools.process import (
+    ProcessLimits,
+    failure_note,
+    run_limited,
+    sandbox_env,
+    with_note,
+)
+from activities.workspace import Workspace
+
+NAME = "bash"
+
+DEFAULT_TIMEOUT = 120.0
+"""Seconds a command may run before it and its children are killed."""
+
+
+def schema(timeout: float = DEFAULT_TIMEOUT) -> dict:
+    """The tool definition, stating the timeout the worker actually applies."""
+    return {
+        "type": "function",
+        "function": {
+            "name": NAME,
+            "description": (
+                "Run a bash command in the run's working directory and get back "
+                "its combined stdout and stderr. Every call starts a fresh shell "
+                "(variables and functions do not persist), but the current "
+                "directory carries over: after `cd dir`, the next call starts in "
+                "dir. Start long-running programs such as servers in the "
+                "background with their output redirected to a file, e.g. "
+                "`python server.py > server.log 2>&1 &`. A command is killed, "
+                f"along with everything it started, after {timeout:g} seconds."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "command": {
+                        "type": "string",
+                        "description": "The bash command(s) to run.",
+                    },
+                },
+                "required": ["command"],
+            },
+        },
+    }
+
+
+SCHEMA = schema()
+
+OPTIONS: dict = {
+    # Must outlast the command timeout (default 120 s) plus start-up and kill.
+    "start_to_close_timeout": timedelta(minutes=4),
+    # run_limited heartbeats every 2 s, so 15 s of silence means a dead worker.
+    "heartbeat_timeout": timedelta(seconds=15),
+    "retry_policy": RetryPolicy(
+        # Command failures come back as results, so a retry only follows a lost
+        # worker; the command then runs again, which is the lesser evil.
+        maximum_attempts=3,
+        # Malformed arguments fail the same way every time.
+        non_retryable_error_types=["BadToolArguments"],
+    ),
+}
+
+
+class Bash:
+    def __init__(
+        self,
+        workspace: Workspace,
+        timeout: float = DEFAULT_TIMEOUT,
+        limits: ProcessLimits | None = None,
+        max_output: int = 20000,
+    ) -> None:
+        """timeout: wall-clock seconds per command (default 120).
+        limits: resource limits, default ProcessLimits().
+        max_output: characters of output returned (default 20000); the middle
+        of longer output is cut."""
+        self.workspace = workspace
+        self.timeout = timeout
+        self.limits = limits or ProcessLimits()
+        self.max_output = max_output
+
+    @activity.defn(name=NAME)
+    async def run(self, request: ToolRequest) -> ToolResult:
+        command = request.arguments.get("command")
+        if not isinstance(command, str):
+            raise ApplicationError(
+                "bash needs a string argument 'command'.",
+                type="BadToolArguments",
+                non_retryable=True,
+            )
+        run_dir = self.workspace.run_dir(request.workspace)
+        start_dir = _start_dir(request.cwd, run_dir)
+        # Outside the run directory, so the command cannot stumble over it.
+        scratch = tempfile.mkdtemp(prefix="bash-cwd-")
+        try:
+            cwd_file = os.path.join(scratch, "cwd")
+            outcome = await run_limited(
+                ["bash", "--noprofile", "--norc", "-c", _with_cwd_report(command, cwd_file)],
+                cwd=start_dir,
+                env=sandbox_env(run_dir),
+                stdin=None,
+                timeout=self.timeout,
+                limits=self.limits,
+                max_output=self.max_output,
+            )
+            end_dir = _read_end_dir(cwd_file) or str(start_dir)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+        note = failure_note(outcome, self.timeout)
+        if note:
+            return ToolResult(output=with_note(outcome.output, note), error=True, cwd=end_dir)
+        return ToolResult(output=outcome.output or "(no output)", cwd=end_dir)
+
+
+def _start_dir(requested: str | None, run_dir: Path) -> Path:
+    """The carried-over directory if it still exists, else the run directory."""
+    if requested:
+        candidate = run_dir / requested  # an absolute `requested` replaces run_dir
+        if candidate.is_dir():
+            return candidate
+    return run_dir
+
+
+def _with_cwd_report(command: str, cwd_file: str) -> str:
+    """The command, preceded by an EXIT trap that records the final directory.
+    The trap also runs when the command calls `exit`; it does not run if the
+    shell is killed or the command replaces the trap or the shell (`exec`)."""
+    report = f'builtin printf "%s" "$PWD" > {shlex.quote(cwd_file)}'
+    return f"trap {shlex.quote(report)} EXIT\n{command}"
+
+
+def _read_end_dir(cwd_file: str) -> str | None:
+    try:
+        with open(cwd_file, encoding="utf-8", errors="replace") as file:
+            return file.read() or None
+    except OSError:
+        return None

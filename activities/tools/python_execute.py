@@ -1,0 +1,109 @@
+"""The python_execute tool: run model-written Python in a separate, limited process."""
+
+from __future__ import annotations
+
+import sys
+from datetime import timedelta
+
+from temporalio import activity
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
+
+from agent_model.tool_io import ToolRequest, ToolResult
+from activities.tools.process import (
+    ProcessLimits,
+    failure_note,
+    run_limited,
+    sandbox_env,
+    with_note,
+)
+from activities.workspace import Workspace
+
+NAME = "python_execute"
+
+SCHEMA = {
+    "type": "function",
+    "function": {
+        "name": NAME,
+        "description": (
+            "Run a Python program in a fresh interpreter whose working directory is "
+            "the run's directory. You only get back what the program writes to "
+            "stdout and stderr, so print() every value you want to see; the value "
+            "of the last expression is not shown. Variables do not survive between "
+            "calls: save anything you need later to a file."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "code": {
+                    "type": "string",
+                    "description": "The complete Python source code to run.",
+                },
+            },
+            "required": ["code"],
+        },
+    },
+}
+
+OPTIONS: dict = {
+    # Must outlast the tool's own timeout (default 30 s) plus start-up and
+    # kill; the tool's timeout, not this one, normally ends a runaway program.
+    "start_to_close_timeout": timedelta(minutes=2),
+    # run_limited heartbeats every 2 s, so 15 s of silence means a dead worker.
+    "heartbeat_timeout": timedelta(seconds=15),
+    "retry_policy": RetryPolicy(
+        # Program failures come back as results, so a retry only follows a lost
+        # worker; the program then runs again, which is the lesser evil.
+        maximum_attempts=3,
+        # Malformed arguments fail the same way every time.
+        non_retryable_error_types=["BadToolArguments"],
+    ),
+}
+
+
+class PythonExecute:
+    def __init__(
+        self,
+        workspace: Workspace,
+        timeout: float = 30.0,
+        limits: ProcessLimits | None = None,
+        max_output: int = 20000,
+    ) -> None:
+        """timeout: wall-clock seconds before the program is killed (default 30).
+        limits: resource limits, default ProcessLimits().
+        max_output: characters of output returned (default 20000); the middle
+        of longer output is cut."""
+        self.workspace = workspace
+        self.timeout = timeout
+        self.limits = limits or ProcessLimits()
+        self.max_output = max_output
+
+    @activity.defn(name=NAME)
+    async def run(self, request: ToolRequest) -> ToolResult:
+        code = request.arguments.get("code")
+        if not isinstance(code, str):
+            raise ApplicationError(
+                "python_execute needs a string argument 'code'.",
+                type="BadToolArguments",
+                non_retryable=True,
+            )
+        run_dir = self.workspace.run_dir(request.workspace)
+        outcome = await run_limited(
+            # -E -s: ignore PYTHON* variables and user site-packages, but keep
+            #     the run directory on sys.path so the agent can import its own
+            #     modules (which -I would forbid).
+            # -u: unbuffered, so output is in order and survives a kill.
+            [sys.executable, "-E", "-s", "-u", "-"],
+            cwd=run_dir,
+            env=sandbox_env(run_dir),
+            stdin=code.encode("utf-8", "surrogatepass"),
+            timeout=self.timeout,
+            limits=self.limits,
+            max_output=self.max_output,
+        )
+        note = failure_note(outcome, self.timeout)
+        if note:
+            return ToolResult(output=with_note(outcome.output, note), error=True)
+        if not outcome.output:
+            return ToolResult(output="The code ran and printed nothing (use print() to see values).")
+        return ToolResult(output=outcome.output)

@@ -1,0 +1,497 @@
+"""The str_replace_editor tool: view, create and edit text files in the run's directory.
+
+Every path goes through Workspace.resolve, so the editor cannot touch anything
+outside the run's directory, symlinks included.
+
+Undo history lives on disk under Workspace.history_dir (out of the agent's
+reach), one JSON file per edited file, so it survives a worker restart.
+
+Retries: each edit and undo is recorded, before the file is written, together
+with a tag naming the activity execution that made it (workflow id, run id,
+activity id). A retried attempt that finds its own tag on the latest record
+does not apply the change a second time: it finishes the write if the file
+still has the old content, and in either case returns the recorded answer.
+Only retries (attempt > 1) look for the tag, so a new call with the same
+arguments is always treated as new.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from temporalio import activity
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
+
+from agent_model.tool_io import ToolRequest, ToolResult
+from activities.workspace import PathOutsideWorkspace, Workspace
+
+NAME = "str_replace_editor"
+
+COMMANDS = ("view", "create", "str_replace", "insert", "undo_edit")
+
+MAX_UNDO_DEPTH = 20
+"""Edits remembered per file; older ones can no longer be undone."""
+
+MAX_FILE_BYTES = 10 * 1024 * 1024
+"""Largest file the editor reads (10 MiB); bigger ones are refused."""
+
+SNIPPET_CONTEXT_LINES = 4
+"""Unchanged lines shown above and below an edit."""
+
+LISTING_DEPTH = 2
+"""Directory levels shown by `view` of a directory."""
+
+SCHEMA = {
+    "type": "function",
+    "function": {
+        "name": NAME,
+        "description": (
+            "View, create and edit text files in the run's working directory. "
+            "`view` shows a file with line numbers, or lists a directory two "
+            "levels deep. `create` writes a new file (it refuses to overwrite). "
+            "`str_replace` replaces old_str, which must occur exactly once in the "
+            "file, by new_str; include enough surrounding lines to make it unique "
+            "and match whitespace exactly. `insert` adds new_str after line "
+            "insert_line (0 inserts at the top). `undo_edit` reverts the last "
+            "edit made to the file with this tool."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "enum": list(COMMANDS), "description": "What to do."},
+                "path": {
+                    "type": "string",
+                    "description": (
+                        "File or directory, relative to the run's directory or absolute inside it."
+                    ),
+                },
+                "file_text": {"type": "string", "description": "create: the whole content of the new file."},
+                "old_str": {"type": "string", "description": "str_replace: the exact text to replace."},
+                "new_str": {
+                    "type": "string",
+                    "description": (
+                        "str_replace: the replacement (default empty). insert: the text to insert."
+                    ),
+                },
+                "insert_line": {
+                    "type": "integer",
+                    "description": "insert: the line after which new_str goes; 0 for the top.",
+                },
+                "view_range": {
+                    "type": "array",
+                    "items": {"type": "integer"},
+                    "minItems": 2,
+                    "maxItems": 2,
+                    "description": "view: [first, last] line to show, 1-based; last -1 means to the end.",
+                },
+            },
+            "required": ["command", "path"],
+        },
+    },
+}
+
+OPTIONS: dict = {
+    # Reading or writing one small file takes milliseconds.
+    "start_to_close_timeout": timedelta(seconds=30),
+    "retry_policy": RetryPolicy(
+        # Safe to retry: view only reads, and a retried edit or undo recognises
+        # its own earlier attempt (see the module docstring) instead of repeating it.
+        maximum_attempts=3,
+        # Malformed arguments fail the same way every time.
+        non_retryable_error_types=["BadToolArguments"],
+    ),
+}
+
+
+class _Refusal(Exception):
+    """A request the tool cannot carry out; its message goes back to the model."""
+
+
+class StrReplaceEditor:
+    def __init__(self, workspace: Workspace, max_view_chars: int = 16000) -> None:
+        """max_view_chars: longest `view` output (default 16000 characters);
+        longer output is clipped with a hint to use view_range."""
+        self.workspace = workspace
+        self.max_view_chars = max_view_chars
+
+    @activity.defn(name=NAME)
+    async def run(self, request: ToolRequest) -> ToolResult:
+        arguments = request.arguments
+        command, path = arguments.get("command"), arguments.get("path")
+        if command not in COMMANDS:
+            raise _bad_arguments(f"'command' must be one of {', '.join(COMMANDS)}; got {command!r}.")
+        if not isinstance(path, str) or not path:
+            raise _bad_arguments("str_replace_editor needs a non-empty string argument 'path'.")
+        self.workspace.run_dir(request.workspace)  # rejects a bad run name early
+        return await asyncio.to_thread(
+            self._run, request.workspace, command, path, arguments, _current_attempt()
+        )
+
+    def _run(
+        self, run_name: str, command: str, path: str, arguments: dict[str, Any], attempt: _Attempt
+    ) -> ToolResult:
+        try:
+            target = self.workspace.resolve(run_name, path)
+            if command == "view":
+                return ToolResult(output=self._view(target, path, arguments.get("view_range")))
+            history = _History(self.workspace.history_dir(run_name), target)
+            handler = {
+                "create": _create,
+                "str_replace": _str_replace,
+                "insert": _insert,
+                "undo_edit": _undo,
+            }[command]
+            return ToolResult(output=handler(target, path, arguments, history, attempt))
+        except (_Refusal, PathOutsideWorkspace) as refusal:
+            return ToolResult(output=str(refusal), error=True)
+        except ValueError as error:  # e.g. a NUL byte in the path
+            return ToolResult(output=f"Invalid path {path!r}: {error}", error=True)
+        except OSError as error:
+            return ToolResult(output=f"{path}: {error.strerror or error}", error=True)
+
+    def _view(self, target: Path, shown: str, view_range: Any) -> str:
+        if target.is_dir():
+            if view_range is not None:
+                raise _Refusal("view_range only applies to files, and this is a directory.")
+            text = f"Files and directories in {shown}, {LISTING_DEPTH} levels deep (hidden ones skipped):\n"
+            listing = "\n".join(_listing(target, LISTING_DEPTH)) or "(empty directory)"
+            return self._clipped(text + listing, "view a subdirectory to see the rest")
+        lines = _lines(_read_text(target, shown))
+        first, last = _view_bounds(view_range, len(lines))
+        if not lines:
+            return f"{shown} is empty."
+        text = f"{shown}, lines {first}-{last} of {len(lines)}:\n" + _numbered(lines, first, last)
+        return self._clipped(text, "use view_range to see the rest")
+
+    def _clipped(self, text: str, hint: str) -> str:
+        if len(text) <= self.max_view_chars:
+            return text
+        kept = text[: self.max_view_chars]
+        kept = kept[: kept.rfind("\n") + 1] or kept
+        return f"{kept}[Output clipped at {self.max_view_chars} characters; {hint}.]"
+
+
+# --- the editing commands -------------------------------------------------------
+
+
+def _create(target: Path, shown: str, arguments: dict, history: _History, attempt: _Attempt) -> str:
+    file_text = _text_argument(arguments, "file_text", "create")
+    replay = history.replay(attempt, _current_content(target))
+    if replay is not None:
+        return replay
+    if target.exists() or target.is_symlink():
+        raise _Refusal(f"{shown} already exists; use str_replace or insert to change it.")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    output = f"Created {shown} ({len(_lines(file_text))} lines)."
+    history.record_edit(None, file_text, attempt.tag, output)
+    _write_text(target, file_text)
+    return output
+
+
+def _str_replace(target: Path, shown: str, arguments: dict, history: _History, attempt: _Attempt) -> str:
+    old_str = _text_argument(arguments, "old_str", "str_replace")
+    new_str = _text_argument(arguments, "new_str", "str_replace", default="")
+    if not old_str:
+        raise _Refusal("str_replace: 'old_str' must not be empty.")
+    content = _read_text(target, shown)
+    replay = history.replay(attempt, content)
+    if replay is not None:
+        return replay
+    starts = _occurrences(content, old_str)
+    if not starts:
+        raise _Refusal(
+            f"old_str was not found in {shown}; nothing was changed. "
+            "It must match exactly, whitespace included."
+        )
+    if len(starts) > 1:
+        lines = sorted({content.count("\n", 0, start) + 1 for start in starts})
+        raise _Refusal(
+            f"old_str occurs {len(starts)} times in {shown} (starting on lines "
+            f"{', '.join(map(str, lines))}); nothing was changed. Include more "
+            "surrounding text so it matches exactly once."
+        )
+    updated = content[: starts[0]] + new_str + content[starts[0] + len(old_str) :]
+    first_line = content.count("\n", 0, starts[0]) + 1
+    output = _edited_message(shown, updated, first_line, first_line + new_str.count("\n"))
+    history.record_edit(content, updated, attempt.tag, output)
+    _write_text(target, updated)
+    return output
+
+
+def _insert(target: Path, shown: str, arguments: dict, history: _History, attempt: _Attempt) -> str:
+    new_str = _text_argument(arguments, "new_str", "insert")
+    insert_line = arguments.get("insert_line")
+    if not isinstance(insert_line, int) or isinstance(insert_line, bool):
+        raise _Refusal("insert: 'insert_line' must be an integer (0 inserts at the top).")
+    content = _read_text(target, shown)
+    replay = history.replay(attempt, content)
+    if replay is not None:
+        return replay
+    lines = _lines(content, keep_ends=True)
+    if not 0 <= insert_line <= len(lines):
+        raise _Refusal(
+            f"insert_line {insert_line} is out of range: {shown} has {len(lines)} lines, "
+            f"so use 0 to {len(lines)}."
+        )
+    above = lines[:insert_line]
+    if above and not above[-1].endswith("\n"):
+        above[-1] += "\n"
+    inserted = new_str if new_str.endswith("\n") else new_str + "\n"
+    updated = "".join(above) + inserted + "".join(lines[insert_line:])
+    output = _edited_message(shown, updated, insert_line + 1, insert_line + inserted.count("\n"))
+    history.record_edit(content, updated, attempt.tag, output)
+    _write_text(target, updated)
+    return output
+
+
+def _undo(target: Path, shown: str, arguments: dict, history: _History, attempt: _Attempt) -> str:
+    current = _current_content(target)
+    replay = history.replay_undo(attempt, target)
+    if replay is not None:
+        return replay
+    edit = history.pop_edit()
+    if edit is None:
+        raise _Refusal(f"There is no edit of {shown} to undo.")
+    restored = edit["before"]
+    if restored is None:
+        output = f"Undid the creation of {shown}; the file was deleted."
+    else:
+        output = f"Undid the last edit of {shown}; it is back to {len(_lines(restored))} lines."
+    if current != edit["after"]:
+        output += " Note: the file had changed since that edit; those changes were discarded too."
+    history.record_undo(restored, attempt.tag, output)
+    _put_content(target, restored)
+    return output
+
+
+def _edited_message(shown: str, updated: str, first: int, last: int) -> str:
+    lines = _lines(updated)
+    start = max(1, first - SNIPPET_CONTEXT_LINES)
+    end = min(len(lines), max(first, last) + SNIPPET_CONTEXT_LINES)
+    return (
+        f"Edited {shown}. Lines {start}-{end} now read:\n"
+        f"{_numbered(lines, start, end)}\n"
+        "Check that the change is what you intended."
+    )
+
+
+# --- undo history on disk -------------------------------------------------------
+
+
+class _History:
+    """The undo stack of one file: a JSON file in the run's history directory,
+    named by a hash of the file's real path.
+
+    {"path": "...", "edits": [{"before": str | None, "after": str, "tag": str | None,
+     "output": str}, ...], "last_undo": {"content": str | None, "tag": ..., "output": ...} | None}
+
+    "before": None means the file did not exist (the edit was a create).
+    """
+
+    def __init__(self, history_dir: Path, target: Path) -> None:
+        key = hashlib.sha256(str(target).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+        self.file = history_dir / f"{key}.json"
+        self.state = self._load(str(target))
+
+    def replay(self, attempt: _Attempt, current: str | None) -> str | None:
+        """If this attempt retries the execution that made the latest edit,
+        complete that edit if needed and return its answer."""
+        edits = self.state["edits"]
+        if not attempt.is_retry or not edits or edits[-1]["tag"] != attempt.tag:
+            return None
+        edit = edits[-1]
+        if current == edit["after"]:
+            return edit["output"]
+        if current == edit["before"]:  # recorded, but the write never happened
+            _put_content(Path(self.state["path"]), edit["after"])
+            return edit["output"]
+        return None  # the file changed since: treat the call as new
+
+    def replay_undo(self, attempt: _Attempt, target: Path) -> str | None:
+        undo = self.state["last_undo"]
+        if not attempt.is_retry or undo is None or undo["tag"] != attempt.tag:
+            return None
+        if _current_content(target) != undo["content"]:
+            _put_content(target, undo["content"])
+        return undo["output"]
+
+    def record_edit(self, before: str | None, after: str, tag: str | None, output: str) -> None:
+        edits = self.state["edits"]
+        edits.append({"before": before, "after": after, "tag": tag, "output": output})
+        del edits[:-MAX_UNDO_DEPTH]
+        self.state["last_undo"] = None
+        self._save()
+
+    def pop_edit(self) -> dict | None:
+        # Saved together with the undo record in record_undo.
+        return self.state["edits"].pop() if self.state["edits"] else None
+
+    def record_undo(self, content: str | None, tag: str | None, output: str) -> None:
+        self.state["last_undo"] = {"content": content, "tag": tag, "output": output}
+        self._save()
+
+    def _load(self, path: str) -> dict:
+        try:
+            return json.loads(self.file.read_text(encoding="utf-8"))
+        except (FileNotFoundError, json.JSONDecodeError):
+            # Writes are atomic, so a damaged file means outside interference;
+            # starting afresh loses the undo history but keeps the editor usable.
+            return {"path": path, "edits": [], "last_undo": None}
+
+    def _save(self) -> None:
+        # Write a temporary file and rename it over the old one, so a crash
+        # leaves either the old history or the new one, never half of one.
+        descriptor, temporary = tempfile.mkstemp(dir=self.file.parent, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
+                json.dump(self.state, stream)
+            os.replace(temporary, self.file)
+        except BaseException:
+            os.unlink(temporary)
+            raise
+
+
+# --- helpers --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    tag: str | None
+    """Names the activity execution, the same for all its attempts; None
+    outside an activity."""
+    is_retry: bool
+
+
+def _current_attempt() -> _Attempt:
+    if not activity.in_activity():
+        return _Attempt(tag=None, is_retry=False)
+    info = activity.info()
+    return _Attempt(
+        tag=f"{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}",
+        is_retry=info.attempt > 1,
+    )
+
+
+def _bad_arguments(message: str) -> ApplicationError:
+    return ApplicationError(message, type="BadToolArguments", non_retryable=True)
+
+
+def _text_argument(arguments: dict, name: str, command: str, default: str | None = None) -> str:
+    value = arguments.get(name, default)
+    if not isinstance(value, str):
+        raise _Refusal(f"{command} needs a string argument '{name}'.")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _Refusal(f"{command}: '{name}' is not valid Unicode text.") from None
+    return value
+
+
+def _read_text(target: Path, shown: str) -> str:
+    if not target.exists():
+        raise _Refusal(f"{shown} does not exist.")
+    if not target.is_file():
+        raise _Refusal(f"{shown} is not a regular file.")
+    if target.stat().st_size > MAX_FILE_BYTES:
+        size_mib = MAX_FILE_BYTES // (1024 * 1024)
+        raise _Refusal(f"{shown} is larger than {size_mib} MiB; use bash to inspect it.")
+    data = target.read_bytes()
+    try:
+        if b"\0" in data:
+            raise UnicodeError
+        return data.decode("utf-8")
+    except UnicodeError:
+        raise _Refusal(f"{shown} is not a text file (it is binary or not UTF-8).") from None
+
+
+def _current_content(target: Path) -> str | None:
+    """The file's text, or None if it does not exist (or is not readable text)."""
+    try:
+        return target.read_bytes().decode("utf-8")
+    except (OSError, UnicodeError):
+        return None
+
+
+def _write_text(target: Path, text: str) -> None:
+    # In place rather than rename, so the file keeps its mode and hard links.
+    target.write_bytes(text.encode("utf-8"))
+
+
+def _put_content(target: Path, content: str | None) -> None:
+    """Make the file hold `content`; None means it should not exist."""
+    if content is None:
+        target.unlink(missing_ok=True)
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _write_text(target, content)
+
+
+def _lines(text: str, keep_ends: bool = False) -> list[str]:
+    """Lines split on "\\n" only (as editors number them); a final newline does
+    not start another line."""
+    parts = text.split("\n")
+    if keep_ends:
+        lines = [part + "\n" for part in parts[:-1]]
+        return lines + [parts[-1]] if parts[-1] else lines
+    return parts[:-1] if parts[-1] == "" else parts
+
+
+def _numbered(lines: list[str], first: int, last: int) -> str:
+    """Lines first..last (1-based, inclusive) in `cat -n` style."""
+    return "\n".join(f"{number:6}\t{lines[number - 1]}" for number in range(first, last + 1))
+
+
+def _view_bounds(view_range: Any, line_count: int) -> tuple[int, int]:
+    if view_range is None:
+        return 1, line_count
+    if (
+        not isinstance(view_range, list)
+        or len(view_range) != 2
+        or not all(isinstance(n, int) and not isinstance(n, bool) for n in view_range)
+    ):
+        raise _Refusal("view_range must be a list of two integers [first, last].")
+    first, last = view_range
+    if not 1 <= first <= line_count:
+        raise _Refusal(f"view_range starts at line {first}, but the file has {line_count} lines.")
+    if last == -1 or last > line_count:
+        last = line_count
+    if last < first:
+        raise _Refusal(
+            f"view_range [{first}, {last}] ends before it starts; use -1 as last to read to the end."
+        )
+    return first, last
+
+
+def _occurrences(text: str, part: str) -> list[int]:
+    """Start offsets of the non-overlapping occurrences of `part`."""
+    starts, position = [], text.find(part)
+    while position != -1:
+        starts.append(position)
+        position = text.find(part, position + len(part))
+    return starts
+
+
+def _listing(directory: Path, depth: int, prefix: str = "") -> list[str]:
+    """Non-hidden entries, directories marked with "/". Symlinked directories
+    are listed but not entered, since they may lead out of the run directory."""
+    lines = []
+    with os.scandir(directory) as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                lines.append(f"{prefix}{entry.name}/")
+                if depth > 1:
+                    lines.extend(_listing(Path(entry.path), depth - 1, f"{prefix}{entry.name}/"))
+            else:
+                lines.append(f"{prefix}{entry.name}")
+    return lines

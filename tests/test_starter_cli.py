@@ -1,0 +1,66 @@
+"""Bad input to the CLI: one clear line on stderr, exit code 2, no traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_cli(*args: str, env_extra: dict | None = None, script: str = "starter.py") -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "TEMPORAL_", "DURABLE_MANUS_"))}
+    env.update({"TEMPORAL_ADDRESS": "127.0.0.1:9", "OPENAI_API_KEY": "sk-test"})
+    env.update(env_extra or {})
+    env = {k: v for k, v in env.items() if v is not None}
+    return subprocess.run(
+        [sys.executable, script, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, expected: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert expected in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("task", ["", "   "])
+def test_empty_task_is_refused(task):
+    assert_one_line_error(run_cli(task), "the task is empty")
+
+
+def test_no_task_at_all_is_refused():
+    assert_one_line_error(run_cli(), "the task is empty")
+
+
+def test_unknown_agent_is_refused():
+    assert_one_line_error(run_cli("--agent", "wizard", "do it"), "unknown agent 'wizard'")
+
+
+def test_bad_config_file_names_file_and_field(tmp_path):
+    config = tmp_path / "bad.toml"
+    config.write_text("[llm]\nmax_tokens = 'lots'\n")
+    assert_one_line_error(run_cli("--config", str(config), "do it"), f"{config}: [llm] max_tokens")
+
+
+def test_missing_config_file_is_an_error(tmp_path):
+    assert_one_line_error(run_cli("--config", str(tmp_path / "nope.toml"), "do it"), "config file not found")
+
+
+def test_unreachable_temporal_address():
+    assert_one_line_error(run_cli("do it"), "cannot reach Temporal at 127.0.0.1:9")
+
+
+def test_worker_missing_api_key(tmp_path):
+    proc = run_cli(script="worker.py", env_extra={"OPENAI_API_KEY": None, "DURABLE_MANUS_CONFIG": str(tmp_path / "none.toml")})
+    assert_one_line_error(proc, "config file not found")
+    config = tmp_path / "c.toml"
+    config.write_text('[llm]\nmodel = "gpt-4o"\n')
+    proc = run_cli(script="worker.py", env_extra={"OPENAI_API_KEY": None, "DURABLE_MANUS_CONFIG": str(config)})
+    assert_one_line_error(proc, "[llm] api_key is missing")

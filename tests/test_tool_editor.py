@@ -1,0 +1,264 @@
+"""str_replace_editor: viewing, editing, undo, confinement and retries."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from activities.tools.str_replace_editor import NAME, SCHEMA, StrReplaceEditor
+from activities.workspace import Workspace
+from agent_model.tool_io import ToolRequest, ToolResult
+
+RUN = "run"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Workspace:
+    return Workspace(tmp_path / "root")
+
+
+@pytest.fixture
+def run_dir(workspace: Workspace) -> Path:
+    return workspace.run_dir(RUN)
+
+
+@pytest.fixture
+def editor(workspace: Workspace) -> StrReplaceEditor:
+    return StrReplaceEditor(workspace)
+
+
+async def edit(editor: StrReplaceEditor, env: ActivityEnvironment | None = None, **arguments) -> ToolResult:
+    env = env or ActivityEnvironment()
+    return await env.run(editor.run, ToolRequest(workspace=RUN, arguments=arguments))
+
+
+def retry_environment() -> ActivityEnvironment:
+    """An environment whose activity reports itself as a second attempt of the
+    same execution the default environment runs."""
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, attempt=2)
+    return env
+
+
+def test_schema_shape() -> None:
+    parameters = SCHEMA["function"]["parameters"]
+    assert SCHEMA["function"]["name"] == NAME
+    assert parameters["required"] == ["command", "path"]
+    assert parameters["properties"]["command"]["enum"] == [
+        "view", "create", "str_replace", "insert", "undo_edit"
+    ]
+    assert parameters["properties"]["insert_line"]["type"] == "integer"
+    assert parameters["properties"]["view_range"]["items"] == {"type": "integer"}
+
+
+@pytest.mark.asyncio
+async def test_create_then_view(editor: StrReplaceEditor, run_dir: Path) -> None:
+    created = await edit(editor, command="create", path="pkg/mod.py", file_text="a = 1\nb = 2\n")
+    assert not created.error
+    assert (run_dir / "pkg" / "mod.py").read_text() == "a = 1\nb = 2\n"
+    viewed = await edit(editor, command="view", path="pkg/mod.py")
+    assert "     1\ta = 1\n     2\tb = 2" in viewed.output
+
+
+@pytest.mark.asyncio
+async def test_create_refuses_an_existing_file(editor: StrReplaceEditor, run_dir: Path) -> None:
+    (run_dir / "f.txt").write_text("keep me")
+    result = await edit(editor, command="create", path="f.txt", file_text="new")
+    assert result.error and "already exists" in result.output
+    assert (run_dir / "f.txt").read_text() == "keep me"
+
+
+@pytest.mark.asyncio
+async def test_view_range(editor: StrReplaceEditor, run_dir: Path) -> None:
+    (run_dir / "f.txt").write_text("".join(f"line {n}\n" for n in range(1, 11)))
+    middle = await edit(editor, command="view", path="f.txt", view_range=[3, 5])
+    assert "     3\tline 3\n     4\tline 4\n     5\tline 5" in middle.output
+    assert "line 6" not in middle.output and "line 2\n" not in middle.output
+    to_end = await edit(editor, command="view", path="f.txt", view_range=[9, -1])
+    assert "     9\tline 9\n    10\tline 10" in to_end.output
+    for bad in ([0, 2], [11, -1], [5, 3], [1], "1-3"):
+        result = await edit(editor, command="view", path="f.txt", view_range=bad)
+        assert result.error, bad
+
+
+@pytest.mark.asyncio
+async def test_long_view_is_clipped_with_a_hint(workspace: Workspace, run_dir: Path) -> None:
+    (run_dir / "big.txt").write_text("".join(f"line {n}\n" for n in range(5000)))
+    result = await edit(StrReplaceEditor(workspace, max_view_chars=500), command="view", path="big.txt")
+    assert len(result.output) < 700
+    assert "view_range" in result.output
+
+
+@pytest.mark.asyncio
+async def test_view_of_a_directory_lists_two_levels(editor: StrReplaceEditor, run_dir: Path) -> None:
+    (run_dir / "a" / "b" / "c").mkdir(parents=True)
+    (run_dir / "a" / "b" / "c" / "deep.txt").write_text("")
+    (run_dir / "a" / "one.txt").write_text("")
+    (run_dir / "top.txt").write_text("")
+    (run_dir / ".hidden").mkdir()
+    (run_dir / ".hidden" / "x.txt").write_text("")
+    result = await edit(editor, command="view", path=".")
+    lines = result.output.splitlines()[1:]
+    assert lines == ["a/", "a/b/", "a/one.txt", "top.txt"]
+
+
+@pytest.mark.asyncio
+async def test_str_replace_exactly_once(editor: StrReplaceEditor, run_dir: Path) -> None:
+    (run_dir / "f.py").write_text("x = 1\ny = 2\nx = 1\nz = 3\n")
+    missing = await edit(editor, command="str_replace", path="f.py", old_str="w = 0", new_str="w = 1")
+    assert missing.error and "not found" in missing.output
+    several = await edit(editor, command="str_replace", path="f.py", old_str="x = 1", new_str="x = 2")
+    assert several.error and "2 times" in several.output and "lines 1, 3" in several.output
+    assert (run_dir / "f.py").read_text() == "x = 1\ny = 2\nx = 1\nz = 3\n"
+    once = await edit(editor, command="str_replace", path="f.py", old_str="y = 2", new_str="y = 20\ny2 = 4")
+    assert not once.error
+    assert (run_dir / "f.py").read_text() == "x = 1\ny = 20\ny2 = 4\nx = 1\nz = 3\n"
+    assert "     2\ty = 20\n     3\ty2 = 4" in once.output
+    deleted = await edit(editor, command="str_replace", path="f.py", old_str="z = 3\n")
+    assert not deleted.error
+    assert (run_dir / "f.py").read_text() == "x = 1\ny = 20\ny2 = 4\nx = 1\n"
+
+
+@pytest.mark.asyncio
+async def test_insert(editor: StrReplaceEditor, run_dir: Path) -> None:
+    (run_dir / "f.txt").write_text("one\ntwo\n")
+    assert not (await edit(editor, command="insert", path="f.txt", insert_line=0, new_str="zero")).error
+    assert not (await edit(editor, command="insert", path="f.txt", insert_line=3, new_str="three\n")).error
+    middle = await edit(editor, command="insert", path="f.txt", insert_line=2, new_str="one and a half")
+    assert "     3\tone and a half" in middle.output
+    assert (run_dir / "f.txt").read_text() == "zero\none\none and a half\ntwo\nthree\n"
+    for line in (-1, 6, "2", None):
+        result = await edit(editor, command="insert", path="f.txt", insert_line=line, new_str="x")
+        assert result.error, line
+
+
+@pytest.mark.asyncio
+async def test_undo_walks_back_through_edits(editor: StrReplaceEditor, run_dir: Path) -> None:
+    path = run_dir / "f.txt"
+    await edit(editor, command="create", path="f.txt", file_text="a\n")
+    await edit(editor, command="str_replace", path="f.txt", old_str="a", new_str="b")
+    await edit(editor, command="insert", path="f.txt", insert_line=1, new_str="c")
+    assert path.read_text() == "b\nc\n"
+    assert not (await edit(editor, command="undo_edit", path="f.txt")).error
+    assert path.read_text() == "b\n"
+    assert not (await edit(editor, command="undo_edit", path="f.txt")).error
+    assert path.read_text() == "a\n"
+    assert not (await edit(editor, command="undo_edit", path="f.txt")).error
+    assert not path.exists()
+    nothing_left = await edit(editor, command="undo_edit", path="f.txt")
+    assert nothing_left.error and "no edit" in nothing_left.output
+
+
+@pytest.mark.asyncio
+async def test_undo_history_survives_a_new_editor(workspace: Workspace, run_dir: Path) -> None:
+    await edit(StrReplaceEditor(workspace), command="create", path="f.txt", file_text="first\n")
+    await edit(
+        StrReplaceEditor(workspace), command="str_replace", path="f.txt", old_str="first", new_str="second"
+    )
+    result = await edit(StrReplaceEditor(workspace), command="undo_edit", path="f.txt")
+    assert not result.error
+    assert (run_dir / "f.txt").read_text() == "first\n"
+    history_files = list(workspace.history_dir(RUN).iterdir())
+    assert len(history_files) == 1 and run_dir not in history_files[0].parents
+
+
+@pytest.mark.asyncio
+async def test_paths_outside_the_run_dir_are_refused(
+    editor: StrReplaceEditor, run_dir: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("secret")
+    (run_dir / "secret_link").symlink_to(outside / "secret.txt")
+    (run_dir / "dir_link").symlink_to(outside)
+    attempts = [
+        dict(command="view", path="../x"),
+        dict(command="view", path="/etc/passwd"),
+        dict(command="view", path=str(outside / "secret.txt")),
+        dict(command="view", path="secret_link"),
+        dict(command="view", path="dir_link"),
+        dict(command="create", path="../escape.txt", file_text="x"),
+        dict(command="create", path="dir_link/new.txt", file_text="x"),
+        dict(command="str_replace", path="secret_link", old_str="secret", new_str="changed"),
+        dict(command="insert", path="dir_link/secret.txt", insert_line=0, new_str="x"),
+    ]
+    for arguments in attempts:
+        result = await edit(editor, **arguments)
+        assert result.error, arguments
+        assert "outside the run's working directory" in result.output
+        assert "\tsecret" not in result.output  # the file's content never shows
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+    assert (outside / "secret.txt").read_text() == "secret"
+    assert not (tmp_path / "root" / "escape.txt").exists()
+
+
+@pytest.mark.asyncio
+async def test_binary_files_are_refused(editor: StrReplaceEditor, run_dir: Path) -> None:
+    (run_dir / "blob.bin").write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")
+    (run_dir / "latin1.txt").write_bytes("café".encode("latin-1"))
+    for path in ("blob.bin", "latin1.txt"):
+        result = await edit(editor, command="view", path=path)
+        assert result.error and "not a text file" in result.output
+
+
+@pytest.mark.asyncio
+async def test_missing_arguments(editor: StrReplaceEditor, run_dir: Path) -> None:
+    (run_dir / "f.txt").write_text("a\n")
+    malformed = ({"command": "delete", "path": "f.txt"}, {"command": "view"}, {"command": "view", "path": 3})
+    for arguments in malformed:
+        with pytest.raises(ApplicationError) as raised:
+            await edit(editor, **arguments)
+        assert raised.value.type == "BadToolArguments" and raised.value.non_retryable
+    assert (await edit(editor, command="create", path="g.txt")).error
+    assert (await edit(editor, command="str_replace", path="f.txt")).error
+    assert (await edit(editor, command="view", path="nope.txt")).error
+
+
+@pytest.mark.asyncio
+async def test_retried_create_reports_success(editor: StrReplaceEditor, run_dir: Path) -> None:
+    first = await edit(editor, command="create", path="f.txt", file_text="hello\n")
+    retried = await edit(editor, retry_environment(), command="create", path="f.txt", file_text="hello\n")
+    assert not retried.error and retried.output == first.output
+    # The retry did not add a second history entry.
+    await edit(editor, command="undo_edit", path="f.txt")
+    assert not (run_dir / "f.txt").exists()
+    assert (await edit(editor, command="undo_edit", path="f.txt")).error
+
+
+@pytest.mark.asyncio
+async def test_retried_edits_are_not_applied_twice(editor: StrReplaceEditor, run_dir: Path) -> None:
+    (run_dir / "f.txt").write_text("a\n")
+    insert = dict(command="insert", path="f.txt", insert_line=1, new_str="b")
+    await edit(editor, **insert)
+    retried = await edit(editor, retry_environment(), **insert)
+    assert not retried.error
+    assert (run_dir / "f.txt").read_text() == "a\nb\n"
+    replace = dict(command="str_replace", path="f.txt", old_str="b", new_str="c")
+    await edit(editor, **replace)
+    retried = await edit(editor, retry_environment(), **replace)
+    assert not retried.error
+    assert (run_dir / "f.txt").read_text() == "a\nc\n"
+    await edit(editor, command="undo_edit", path="f.txt")
+    await edit(editor, retry_environment(), command="undo_edit", path="f.txt")
+    assert (run_dir / "f.txt").read_text() == "a\nb\n"
+
+
+@pytest.mark.asyncio
+async def test_a_new_call_with_the_same_arguments_is_applied(editor: StrReplaceEditor, run_dir: Path) -> None:
+    (run_dir / "f.txt").write_text("a\n")
+    await edit(editor, command="insert", path="f.txt", insert_line=1, new_str="b")
+    await edit(editor, command="insert", path="f.txt", insert_line=1, new_str="b")
+    assert (run_dir / "f.txt").read_text() == "a\nb\nb\n"
+
+
+@pytest.mark.asyncio
+async def test_retry_completes_an_edit_whose_write_was_lost(editor: StrReplaceEditor, run_dir: Path) -> None:
+    await edit(editor, command="create", path="f.txt", file_text="new\n")
+    (run_dir / "f.txt").unlink()  # as if the worker died between recording and writing
+    retried = await edit(editor, retry_environment(), command="create", path="f.txt", file_text="new\n")
+    assert not retried.error
+    assert (run_dir / "f.txt").read_text() == "new\n"
