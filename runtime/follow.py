@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 from typing import TextIO
 
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
@@ -29,20 +30,20 @@ def step_line(record: StepRecord, max_steps: int) -> str:
 
 
 async def read_line(stream: TextIO) -> str:
-    """One line from a terminal without blocking the event loop."""
+    """One line from `stream` without blocking the event loop.
+
+    A daemon thread does the blocking read, so a run that ends while the user
+    is still typing does not keep the process alive.
+    """
     loop = asyncio.get_running_loop()
     future: asyncio.Future[str] = loop.create_future()
-    fd = stream.fileno()
 
-    def ready() -> None:
-        if not future.done():
-            future.set_result(stream.readline())
+    def read() -> None:
+        line = stream.readline()
+        loop.call_soon_threadsafe(lambda: future.done() or future.set_result(line))
 
-    loop.add_reader(fd, ready)
-    try:
-        return await future
-    finally:
-        loop.remove_reader(fd)
+    threading.Thread(target=read, name="read-answer", daemon=True).start()
+    return await future
 
 
 async def ask_user(handle: WorkflowHandle, question: HumanQuestion, out: TextIO) -> None:

@@ -158,12 +158,20 @@ class AgentWorkflow:
         response = await self._think()
         reply = response.message
         record = StepRecord(step=self.step, thought=reply.content, usage=response.usage)
-        self.records.append(record)
         self.memory.add(reply)
+        try:
+            await self._act_on(reply, record)
+        finally:
+            # Published whole: followers never see a step that is half done.
+            self.records.append(record)
+            self._publish_details()
+        self._hint_if_stuck(reply)
 
+    async def _act_on(self, reply: Message, record: StepRecord) -> None:
+        profile = self.profile
+        assert profile is not None
         calls = reply.tool_calls or []
         if not calls:
-            self._publish_details()
             if profile.tool_choice == ToolChoice.REQUIRED:
                 self.memory.add(user_message(agent_notes.TOOL_REQUIRED_REMINDER))
                 return
@@ -184,7 +192,7 @@ class AgentWorkflow:
                 try:
                     observation, error, image = await self._act(call, index)
                 except _RunEnded as end:
-                    observation, error, image, ended = "The run is ending.", False, None, end
+                    observation, error, image, ended = f"The run ends ({end.reason.value}).", False, None, end
                 if image:
                     images.append(image)
             observation = clip(observation, profile.max_observe)
@@ -200,10 +208,8 @@ class AgentWorkflow:
             self.memory.add(tool_message(observation, call.id, call.function.name))
         for image in images:
             self.memory.add(user_message("Image produced by the tool above.", base64_image=image))
-        self._publish_details()
         if ended is not None:
             raise ended
-        self._hint_if_stuck(reply)
 
     async def _think(self) -> ThinkResponse:
         profile = self.profile

@@ -1,0 +1,58 @@
+"""Following a run as the starter does: step lines, and a question answered from a terminal."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import uuid
+
+from agent_model.run import AgentRunInput
+from runtime.follow import follow
+from tests.fake_openai import Reply, call
+from tests.test_agent_workflow import PROFILE, terminate
+from workflows.agent import AgentWorkflow
+
+
+async def test_follow_prints_steps_and_answers_a_question(time_skipping_env, worker, settings, fake_llm, monkeypatch):
+    fake_llm.turns = [
+        Reply(tool_calls=[call("python_execute", {"code": "print(6*7)"})]),
+        Reply(tool_calls=[call("ask_human", {"inquire": "Favourite colour?"})]),
+        terminate("noted: blue"),
+    ]
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"\nblue\n")  # an empty line first: refused, asked again
+    monkeypatch.setattr(sys, "stdin", os.fdopen(read_end, "r"))
+    handle = await time_skipping_env.client.start_workflow(
+        AgentWorkflow.run,
+        AgentRunInput(task="t", profile=PROFILE),
+        id=f"follow-{uuid.uuid4().hex[:8]}",
+        task_queue=settings.task_queue,
+    )
+    out = io.StringIO()
+    with time_skipping_env.auto_time_skipping_disabled():  # a person answers in real time
+        result = await follow(handle, out, interactive=True)
+    os.close(write_end)
+
+    text = out.getvalue()
+    assert result.final_answer == "noted: blue"
+    assert "[1/6] python_execute → 42" in text
+    assert "? The agent asks: Favourite colour?" in text
+    assert "an empty answer is not accepted" in text
+    assert "[2/6] ask_human → The user answered: blue" in text
+    assert text.count("[1/6]") == 1  # each step printed once
+
+
+async def test_follow_without_a_terminal_prints_the_question(time_skipping_env, worker, settings, fake_llm):
+    fake_llm.turns = [Reply(tool_calls=[call("ask_human", {"inquire": "Proceed?"})]), terminate()]
+    handle = await time_skipping_env.client.start_workflow(
+        AgentWorkflow.run,
+        AgentRunInput(task="t", profile=PROFILE.model_copy(update={"human_timeout_seconds": 2})),
+        id=f"follow-{uuid.uuid4().hex[:8]}",
+        task_queue=settings.task_queue,
+    )
+    out = io.StringIO()
+    with time_skipping_env.auto_time_skipping_disabled():
+        result = await follow(handle, out, interactive=False)
+    assert result.succeeded
+    assert "? waiting for an answer to question 1.1: Proceed?" in out.getvalue()
