@@ -269,3 +269,14 @@ async def test_queries_show_status_and_memory(time_skipping_env, worker, setting
     await handle.result()
     steps = await handle.query(AgentWorkflow.steps, 0)
     assert json.loads(steps[0].tool_calls[0].arguments) == {"inquire": "ok?"}
+
+
+async def test_any_special_tool_ends_the_run(time_skipping_env, worker, settings, fake_llm):
+    profile = PROFILE.model_copy(
+        update={"tools": ["create_chat_completion", "terminate"], "special_tools": ["create_chat_completion", "terminate"]}
+    )
+    fake_llm.turns = [Reply(tool_calls=[call("create_chat_completion", {"response": "the structured answer"})])]
+    result = await run(time_skipping_env, settings, profile=profile)
+    assert result.stop_reason == StopReason.TERMINATED
+    assert result.final_answer == "the structured answer"
+    assert len(fake_llm.requests) == 1

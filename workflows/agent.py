@@ -191,6 +191,9 @@ class AgentWorkflow:
             else:
                 try:
                     observation, error, image = await self._act(call, index)
+                    if call.function.name in profile.special_tools and not error:
+                        ended = _RunEnded(StopReason.TERMINATED)
+                        self.final_answer = self.final_answer or observation
                 except _RunEnded as end:
                     observation, error, image, ended = f"The run ends ({end.reason.value}).", False, None, end
                 if image:
