@@ -75,8 +75,17 @@ DATA_ANALYSIS = AgentProfile(
     max_tool_calls_per_step=1,
 )
 
+PLANNING = AgentProfile(
+    name="planning",
+    description="Planner: makes a plan with the planning tool and tracks it to the end.",
+    system_prompt=planning.SYSTEM_PROMPT,
+    next_step_prompt=planning.NEXT_STEP_PROMPT,
+    tools=["planning", "terminate"],
+    max_steps=20,
+)
+
 BUILTIN_PROFILES: dict[str, AgentProfile] = {
-    p.name: p for p in (TOOLCALL, MANUS, SWE, DATA_ANALYSIS)
+    p.name: p for p in (TOOLCALL, MANUS, SWE, DATA_ANALYSIS, PLANNING)
 }
 
 

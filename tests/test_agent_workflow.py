@@ -280,3 +280,21 @@ async def test_any_special_tool_ends_the_run(time_skipping_env, worker, settings
     assert result.stop_reason == StopReason.TERMINATED
     assert result.final_answer == "the structured answer"
     assert len(fake_llm.requests) == 1
+
+
+async def test_planning_agent_edits_the_workflow_plan(time_skipping_env, worker, settings, fake_llm):
+    fake_llm.turns = [
+        Reply(tool_calls=[call("planning", {"command": "create", "plan_id": "p", "title": "T", "steps": ["a", "b"]})]),
+        Reply(tool_calls=[call("planning", {"command": "mark_step", "step_index": 5})]),
+        Reply(tool_calls=[call("planning", {"command": "mark_step", "step_index": 0, "step_status": "completed"})]),
+        terminate(),
+    ]
+    handle = await start(time_skipping_env, settings, agent="planning", profile=None)
+    result = await handle.result()
+    assert result.succeeded
+    (bad,) = tool_messages(fake_llm.requests[2])[1:2]
+    assert bad["content"].startswith("Error: step_index 5 is out of range")
+    # The next-step prompt shows the plan as it stands.
+    assert "0. [✓] a" in fake_llm.requests[3].messages[-1]["content"]
+    book = await handle.query(AgentWorkflow.plan_book)
+    assert book.plans["p"].steps[0].status.value == "completed"

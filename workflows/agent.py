@@ -16,12 +16,13 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 
 with workflow.unsafe.imports_passed_through():
     from activities.llm import THINK_OPTIONS, TOKEN_LIMIT_ERROR
-    from activities.tools import ask_human, terminate
+    from activities.tools import ask_human, planning, terminate
     from activities.tools.registry import TOOLS, activity_summary, schemas
     from activities.workspace import PREPARE_WORKSPACE_OPTIONS, workspace_name_for
     from agent_model.llm_io import ThinkRequest, ThinkResponse
     from agent_model.memory import Memory
     from agent_model.messages import Message, ToolCall, ToolChoice, tool_message, user_message
+    from agent_model.plan import PlanBook, PlanningError, run_command
     from agent_model.profiles import AgentProfile, UnknownAgent, get_profile
     from agent_model.prompting import fill
     from agent_model.run import (
@@ -84,6 +85,7 @@ class AgentWorkflow:
         self.pending: HumanQuestion | None = None
         self.answer_text: str | None = None
         self.hinted: set[str] = set()
+        self.plans = PlanBook()
         self.workspace = run.workspace or workspace_name_for(workflow.info().workflow_id)
 
     # ---- the loop -----------------------------------------------------------
@@ -279,6 +281,11 @@ class AgentWorkflow:
             raise _RunEnded(StopReason.GAVE_UP if status == "failure" else StopReason.TERMINATED)
         if name == ask_human.NAME:
             return await self._ask_human(str(arguments.get("inquire", "")), index), False, None
+        if name == planning.NAME:
+            try:
+                return run_command(self.plans, arguments), False, None
+            except PlanningError as e:
+                return f"Error: {e}", True, None
         if TOOLS[name].runs_in_workflow:  # create_chat_completion
             return str(arguments.get("response", "")), False, None
 
@@ -327,7 +334,8 @@ class AgentWorkflow:
     # ---- helpers -----------------------------------------------------------------
 
     def _fill(self, template: str) -> str:
-        return fill(template, directory=self.directory)
+        plan_status = self.plans.get(None).render() if self.plans.active else "No plan yet."
+        return fill(template, directory=self.directory, plan_status=plan_status)
 
     def _last_assistant_text(self) -> str | None:
         for message in reversed(self.memory.messages):
@@ -373,6 +381,10 @@ class AgentWorkflow:
     @workflow.query
     def memory_messages(self) -> list[Message]:
         return self.memory.messages
+
+    @workflow.query
+    def plan_book(self) -> PlanBook:
+        return self.plans
 
     @workflow.query
     def pending_question(self) -> HumanQuestion | None:

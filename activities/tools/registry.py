@@ -10,6 +10,7 @@ from activities.tools import (
     ask_human,
     bash,
     create_chat_completion,
+    planning,
     python_execute,
     str_replace_editor,
     terminate,
@@ -37,6 +38,7 @@ TOOLS: dict[str, ToolSpec] = {
         ToolSpec(terminate.NAME, terminate.SCHEMA, None),
         ToolSpec(ask_human.NAME, ask_human.SCHEMA, None),
         ToolSpec(create_chat_completion.NAME, create_chat_completion.SCHEMA, None),
+        ToolSpec(planning.NAME, planning.SCHEMA, None),
     )
 }
 

@@ -1,0 +1,45 @@
+"""planning: create and manage plans. Its state is the workflow's PlanBook and its
+commands are pure functions (agent_model.plan), so it runs in the workflow and
+has no activity."""
+
+from agent_model.plan import COMMANDS, StepStatus
+
+NAME = "planning"
+
+SCHEMA = {
+    "type": "function",
+    "function": {
+        "name": NAME,
+        "description": (
+            "Create, revise and track plans for complex tasks. Commands: create a plan "
+            "with steps; update its title or steps (steps whose text is unchanged keep "
+            "their status); list plans; get one; set_active; mark_step with a status "
+            "and notes; delete."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "enum": list(COMMANDS), "description": "What to do."},
+                "plan_id": {
+                    "type": "string",
+                    "description": "The plan's ID; required for create, set_active and delete; "
+                    "other commands default to the active plan.",
+                },
+                "title": {"type": "string", "description": "The plan's title (create, update)."},
+                "steps": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "The plan's steps, in order (create, update).",
+                },
+                "step_index": {"type": "integer", "description": "0-based index of the step (mark_step)."},
+                "step_status": {
+                    "type": "string",
+                    "enum": [s.value for s in StepStatus],
+                    "description": "New status of the step (mark_step).",
+                },
+                "step_notes": {"type": "string", "description": "Notes on the step (mark_step)."},
+            },
+            "required": ["command"],
+        },
+    },
+}
