@@ -132,8 +132,9 @@ def report(result: AgentRunResult, out) -> int:
 async def main_async(args: argparse.Namespace, out=sys.stdout) -> int:
     settings = load_settings(args.config)
     client = await connect(wait_seconds=await ensure_server(out))
-    needs_worker = args.worker == "always" or (
-        args.worker == "auto" and not await has_live_worker(client, settings.task_queue)
+    needs_worker = not args.detach and (
+        args.worker == "always"
+        or (args.worker == "auto" and not await has_live_worker(client, settings.task_queue))
     )
     if needs_worker:
         check_worker_settings(settings)  # before anything starts: nothing is left half-begun

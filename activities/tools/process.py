@@ -8,6 +8,7 @@ own session escapes this; containing that needs cgroups or a container.)
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import codecs
 import os
 import resource
@@ -222,11 +223,19 @@ def _rlimit_setter(limits: ProcessLimits, timeout: float):
         (resource.RLIMIT_NPROC, limits.processes),
     ]
 
+    worker_pid = os.getpid()
+
     # Runs in the forked child before exec. Python warns that preexec_fn is
     # unsafe with threads (the worker has some) because the child may need a
     # lock another thread held at fork time; this function only calls
-    # get/setrlimit on values prepared above, which takes no such lock.
+    # prctl and get/setrlimit on values prepared above, which take no such lock.
     def set_limits() -> None:
+        # If the worker dies (SIGKILL included), the child dies with it, so a
+        # retried tool call never runs beside a leftover of the first attempt.
+        if _prctl is not None:
+            _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != worker_pid:  # the worker died before prctl took effect
+                os._exit(1)
         for which, value in wanted:
             soft, hard = value if isinstance(value, tuple) else (value, value)
             _, current_hard = resource.getrlimit(which)
@@ -235,6 +244,13 @@ def _rlimit_setter(limits: ProcessLimits, timeout: float):
             resource.setrlimit(which, (soft, hard))
 
     return set_limits
+
+
+_PR_SET_PDEATHSIG = 1
+try:
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):  # not Linux: no parent-death signal
+    _prctl = None
 
 
 async def _wait_with_heartbeats(event: asyncio.Event, deadline: float) -> bool:

