@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from enum import Enum
 from typing import Any
@@ -206,3 +207,78 @@ def executor_for(step_text: str, agent_keys: list[str], primary: str) -> str:
         if tag.lower() in keys:
             return keys[tag.lower()]
     return primary
+
+
+# --- PlanningFlow helpers --------------------------------------------------------
+
+DEFAULT_STEPS = (
+    "Analyse the task and what it needs",
+    "Carry out the task",
+    "Check the result and report it",
+)
+"""The plan used when the planner gives no usable one (OpenManus: analyse,
+execute, verify)."""
+
+
+def _planning_arguments(tool_calls: list[tuple[str, str]]) -> tuple[dict[str, Any] | None, str]:
+    """The arguments of the first `planning` call, or None and why not."""
+    for name, raw in tool_calls:
+        if name != "planning":
+            continue
+        try:
+            arguments = json.loads(raw or "{}")
+        except json.JSONDecodeError as e:
+            return None, f"the planning call's arguments are not valid JSON ({e.msg})"
+        if not isinstance(arguments, dict):
+            return None, "the planning call's arguments are not an object"
+        return arguments, ""
+    return None, "the planner did not call the planning tool"
+
+
+def plan_from_reply(plan_id: str, task: str, tool_calls: list[tuple[str, str]]) -> tuple[Plan | None, str]:
+    """The plan a planner's reply creates, as (plan, "") or (None, why not).
+
+    `tool_calls` are (name, raw JSON arguments). The plan id is ours, whatever
+    the model chose, so the flow always knows where its plan is.
+    """
+    arguments, problem = _planning_arguments(tool_calls)
+    if arguments is None:
+        return None, problem
+    book = PlanBook()
+    title = arguments.get("title") or task.strip().splitlines()[0][:80] or "Plan"
+    try:
+        create(book, plan_id, title, arguments.get("steps"))
+    except PlanningError as e:
+        return None, str(e)
+    return book.plans[plan_id], ""
+
+
+def default_plan(plan_id: str, task: str, why: str) -> Plan:
+    title = task.strip().splitlines()[0][:80] if task.strip() else "Plan"
+    return Plan(
+        plan_id=plan_id,
+        title=title,
+        steps=[PlanStep(text=t) for t in DEFAULT_STEPS],
+        notes=f"Default plan: {why}.",
+    )
+
+
+def revised_steps(plan: Plan, blocked_index: int, tool_calls: list[tuple[str, str]]) -> tuple[list[PlanStep] | None, str]:
+    """New steps after `blocked_index` from a replanner's reply, or (None, why not).
+
+    The model may send the whole list or only the remaining steps: entries that
+    repeat a step up to and including the blocked one are dropped, and the steps
+    already done are never changed.
+    """
+    arguments, problem = _planning_arguments(tool_calls)
+    if arguments is None:
+        return None, problem
+    try:
+        texts = _steps_argument(arguments.get("steps"))
+    except PlanningError as e:
+        return None, str(e)
+    done = {s.text for s in plan.steps[: blocked_index + 1]}
+    remaining = [PlanStep(text=t) for t in texts if t not in done]
+    if not remaining:
+        return None, "the revised plan has no steps left to run"
+    return remaining, ""

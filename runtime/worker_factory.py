@@ -17,8 +17,9 @@ from activities.tools.str_replace_editor import StrReplaceEditor
 from activities.workspace import Workspace, WorkspaceActivities
 from config.settings import Settings
 from workflows.agent import AgentWorkflow
+from workflows.planning import PlanningFlowWorkflow
 
-WORKFLOWS = [AgentWorkflow]
+WORKFLOWS = [AgentWorkflow, PlanningFlowWorkflow]
 
 PASSTHROUGH_MODULES = ("openai", "httpx", "httpx2", "tiktoken", "tiktoken_ext")
 """Loaded once, outside the sandbox: large, deterministic to import, and only

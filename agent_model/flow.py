@@ -1,0 +1,69 @@
+"""Inputs and results of the PlanningFlow."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import BaseModel, Field
+
+from agent_model.plan import Plan, StepStatus
+from agent_model.state import AgentState
+from agent_model.usage import TokenUsage
+
+DEFAULT_FLOW_TIMEOUT_SECONDS = 3600.0
+"""The whole flow's time bound (OpenManus's run_flow bound)."""
+DEFAULT_MAX_REPLANS = 2
+"""How many times a blocked step may trigger a revision of the remaining steps."""
+FINALIZE_RESERVE_SECONDS = 60.0
+"""Time kept back from the steps for the closing summary."""
+
+
+class FlowOutcome(str, Enum):
+    COMPLETED = "completed"  # every step completed
+    BLOCKED = "blocked"  # a step blocked and no replan could get past it
+    TIMED_OUT = "timed_out"  # the time bound ended the flow between steps
+    ERROR = "error"  # the flow itself could not go on (e.g. the planner's LLM failed)
+    CANCELLED = "cancelled"
+
+
+class PlanningFlowInput(BaseModel):
+    task: str
+    agents: list[str] = Field(default_factory=lambda: ["manus"])
+    """Executor agents (built-in profile names); steps pick one with a `[tag]`."""
+    primary: str | None = None
+    """Agent for untagged steps; default: the first of `agents`."""
+    max_replans: int = DEFAULT_MAX_REPLANS
+    timeout_seconds: float = DEFAULT_FLOW_TIMEOUT_SECONDS
+    llm: str = "default"
+    """LLM profile for planning, replanning and the summary."""
+    max_steps_per_agent: int | None = None
+    """Overrides each child agent's max_steps."""
+
+    @property
+    def primary_agent(self) -> str:
+        return self.primary or self.agents[0]
+
+
+class StepOutcome(BaseModel):
+    index: int
+    text: str
+    executor: str
+    run_id: str
+    status: StepStatus
+    state: AgentState | None = None
+    answer: str | None = None
+    reason: str | None = None
+
+
+class PlanningFlowResult(BaseModel):
+    outcome: FlowOutcome
+    plan: Plan
+    steps: list[StepOutcome] = Field(default_factory=list)
+    summary: str | None = None
+    note: str | None = None
+    replans: int = 0
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+
+    @property
+    def succeeded(self) -> bool:
+        return self.outcome == FlowOutcome.COMPLETED

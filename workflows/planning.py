@@ -1,0 +1,264 @@
+"""PlanningFlowWorkflow: plan with the LLM, run each step as a child AgentWorkflow,
+summarise. Bounded by the flow's time limit (default 3600 s), which it enforces
+itself so that it always ends with a result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ChildWorkflowError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.llm import THINK_OPTIONS
+    from activities.tools import planning as planning_tool
+    from activities.workspace import workspace_name_for
+    from agent_model.flow import (
+        FINALIZE_RESERVE_SECONDS,
+        FlowOutcome,
+        PlanningFlowInput,
+        PlanningFlowResult,
+        StepOutcome,
+    )
+    from agent_model.llm_io import ThinkRequest, ThinkResponse
+    from agent_model.messages import ToolChoice, user_message
+    from agent_model.plan import (
+        Plan,
+        StepStatus,
+        default_plan,
+        executor_for,
+        plan_from_reply,
+        revised_steps,
+    )
+    from agent_model.profiles import UnknownAgent, get_profile
+    from agent_model.prompting import fill
+    from agent_model.run import AgentRunInput, AgentRunResult
+    from agent_model.usage import TokenUsage
+    from prompts import planning as prompts
+    from workflows.agent import AgentWorkflow, is_cancellation, root_message
+
+NOTE_LIMIT = 500
+"""Characters of a child's answer kept in its step's notes."""
+
+
+class _FlowEnded(Exception):
+    def __init__(self, outcome: FlowOutcome, note: str) -> None:
+        self.outcome, self.note = outcome, note
+
+
+@workflow.defn
+class PlanningFlowWorkflow:
+    @workflow.init
+    def __init__(self, flow: PlanningFlowInput) -> None:
+        self.input = flow
+        self.plan = Plan(plan_id="plan", title="(planning)")
+        self.outcomes: list[StepOutcome] = []
+        self.usage = TokenUsage()
+        self.replans = 0
+        self.summary: str | None = None
+        self.workspace = workspace_name_for(workflow.info().workflow_id)
+        self.started = workflow.now()
+
+    # ---- the flow -------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, flow: PlanningFlowInput) -> PlanningFlowResult:
+        try:
+            for agent in flow.agents:
+                get_profile(agent)
+        except UnknownAgent as e:
+            return self._result(FlowOutcome.ERROR, str(e))
+        try:
+            await self._create_plan()
+            outcome, note = await self._run_steps()
+        except _FlowEnded as end:
+            outcome, note = end.outcome, end.note
+        except asyncio.CancelledError:
+            return self._result(FlowOutcome.CANCELLED, "the flow was cancelled")
+        await self._finalize()
+        return self._result(outcome, note)
+
+    async def _run_steps(self) -> tuple[FlowOutcome, str | None]:
+        while True:
+            index = next((i for i, s in enumerate(self.plan.steps) if not s.finished), None)
+            if index is None:
+                blocked = [str(i + 1) for i, s in enumerate(self.plan.steps) if s.status == StepStatus.BLOCKED]
+                if blocked:
+                    return FlowOutcome.BLOCKED, f"the plan ran to its end, but step(s) {', '.join(blocked)} stayed blocked"
+                return FlowOutcome.COMPLETED, None
+            if self._time_left() <= timedelta(0):
+                return FlowOutcome.TIMED_OUT, f"the flow's {self.input.timeout_seconds:.0f} s ran out before step {index + 1}"
+            if not await self._run_step(index):
+                reason = self.plan.steps[index].notes
+                if self._time_left() <= timedelta(0):
+                    return FlowOutcome.TIMED_OUT, f"the flow's {self.input.timeout_seconds:.0f} s ran out during step {index + 1}"
+                if self.replans >= self.input.max_replans:
+                    return FlowOutcome.BLOCKED, f"step {index + 1} is blocked ({reason}) and no replans are left"
+                if not await self._replan(index, reason):
+                    return FlowOutcome.BLOCKED, f"step {index + 1} is blocked ({reason}) and the plan could not be revised"
+
+    async def _run_step(self, index: int) -> bool:
+        """Run step `index` as a child agent; True when it completed."""
+        step = self.plan.steps[index]
+        step.executor = executor_for(step.text, self.input.agents, self.input.primary_agent)
+        step.run_id = f"{workflow.info().workflow_id}/step-{index + 1}"
+        step.status = StepStatus.IN_PROGRESS
+        self._publish()
+        task = fill(
+            prompts.STEP_PROMPT,
+            plan_status=self.plan.render(),
+            step_number=index + 1,
+            step_text=step.text,
+        )
+        outcome = StepOutcome(index=index, text=step.text, executor=step.executor, run_id=step.run_id, status=step.status)
+        try:
+            result: AgentRunResult = await workflow.execute_child_workflow(
+                AgentWorkflow.run,
+                AgentRunInput(task=task, agent=step.executor, workspace=self.workspace, max_steps=self.input.max_steps_per_agent),
+                id=step.run_id,
+                execution_timeout=max(self._time_left(), timedelta(seconds=1)),
+                static_summary=f"step {index + 1} · {step.executor}: {step.text}"[:200],
+            )
+        except ChildWorkflowError as e:
+            if is_cancellation(e):
+                raise asyncio.CancelledError() from None
+            step.status, step.notes = StepStatus.BLOCKED, f"the step's run failed: {root_message(e)}"
+        else:
+            if workflow.cancellation_reason() is not None:
+                # The child finished because the flow's cancellation reached it.
+                raise asyncio.CancelledError()
+            self.usage = self.usage + result.usage
+            outcome.state, outcome.answer = result.state, result.final_answer
+            if result.succeeded:
+                step.status = StepStatus.COMPLETED
+                step.notes = (result.final_answer or "done")[:NOTE_LIMIT]
+            else:
+                step.status = StepStatus.BLOCKED
+                step.notes = f"{result.stop_reason.value}: {result.note or 'the agent did not finish'}"[:NOTE_LIMIT]
+        outcome.status = step.status
+        outcome.reason = None if step.status == StepStatus.COMPLETED else step.notes
+        self.outcomes.append(outcome)
+        self._publish()
+        return step.status == StepStatus.COMPLETED
+
+    # ---- planning, replanning, summary (one think each) ---------------------------
+
+    async def _create_plan(self) -> None:
+        system = prompts.PLAN_SYSTEM_PROMPT
+        if len(self.input.agents) > 1:
+            agents = "\n".join(f"- {a}: {get_profile(a).description}" for a in self.input.agents)
+            system += fill(prompts.PLAN_AGENTS_SECTION, agents=agents, example_agent=self.input.agents[0])
+        response = await self._think(
+            "make the plan", system, fill(prompts.PLAN_REQUEST, task=self.input.task), with_planning_tool=True
+        )
+        if response is None:
+            raise _FlowEnded(FlowOutcome.ERROR, "the planner's LLM call failed")
+        plan, problem = plan_from_reply(self.plan.plan_id, self.input.task, self._calls(response))
+        self.plan = plan or default_plan(self.plan.plan_id, self.input.task, problem)
+        self._publish()
+
+    async def _replan(self, blocked_index: int, reason: str) -> bool:
+        self.replans += 1
+        request = fill(
+            prompts.REPLAN_REQUEST,
+            task=self.input.task,
+            plan_status=self.plan.render(),
+            step_number=blocked_index + 1,
+            reason=reason,
+        )
+        response = await self._think(f"replan after step {blocked_index + 1}", prompts.REPLAN_SYSTEM_PROMPT, request, with_planning_tool=True)
+        if response is None:
+            return False
+        steps, problem = revised_steps(self.plan, blocked_index, self._calls(response))
+        if steps is None:
+            self.plan.notes = f"Replan {self.replans} changed nothing: {problem}."
+            self._publish()
+            return False
+        self.plan.steps = self.plan.steps[: blocked_index + 1] + steps
+        self.plan.notes = f"Revised after step {blocked_index + 1} was blocked (replan {self.replans})."
+        self._publish()
+        return True
+
+    async def _finalize(self) -> None:
+        answers = "\n".join(
+            f"- step {o.index + 1} ({o.executor}, {o.status.value}): {o.answer or o.reason or ''}" for o in self.outcomes
+        ) or "- (no step ran)"
+        request = fill(prompts.FINALIZE_REQUEST, plan_status=self.plan.render(), step_answers=answers)
+        response = await self._think("summarise", prompts.FINALIZE_SYSTEM_PROMPT, request, with_planning_tool=False, reserve=False)
+        self.summary = response.message.content if response is not None else None
+        if not self.summary:
+            self.summary = f"{self.plan.render()}\n\nStep results:\n{answers}"
+
+    async def _think(
+        self, what: str, system: str, request: str, *, with_planning_tool: bool, reserve: bool = True
+    ) -> ThinkResponse | None:
+        """One think activity within the time left; None if it failed."""
+        budget = self._time_left(reserve=reserve)
+        if budget <= timedelta(0):
+            return None
+        options = dict(THINK_OPTIONS)
+        options["schedule_to_close_timeout"] = budget
+        try:
+            response = await workflow.execute_activity(
+                "think",
+                ThinkRequest(
+                    llm=self.input.llm,
+                    system_prompt=system,
+                    messages=[user_message(request)],
+                    tools=[planning_tool.SCHEMA] if with_planning_tool else None,
+                    tool_choice=ToolChoice.REQUIRED if with_planning_tool else ToolChoice.NONE,
+                ),
+                result_type=ThinkResponse,
+                summary=f"think · planning flow: {what}",
+                **options,
+            )
+        except ActivityError as e:
+            if is_cancellation(e):
+                raise asyncio.CancelledError() from None
+            workflow.logger.warning("planning flow: %s failed: %s", what, root_message(e))
+            return None
+        self.usage = self.usage + response.usage
+        return response
+
+    # ---- helpers ------------------------------------------------------------------
+
+    @staticmethod
+    def _calls(response: ThinkResponse) -> list[tuple[str, str]]:
+        return [(c.function.name, c.function.arguments) for c in response.message.tool_calls or []]
+
+    def _time_left(self, reserve: bool = True) -> timedelta:
+        limit = self.input.timeout_seconds - (FINALIZE_RESERVE_SECONDS if reserve else 0)
+        return self.started + timedelta(seconds=limit) - workflow.now()
+
+    def _result(self, outcome: FlowOutcome, note: str | None) -> PlanningFlowResult:
+        if outcome == FlowOutcome.CANCELLED:
+            for step in self.plan.steps:
+                if step.status == StepStatus.IN_PROGRESS:
+                    step.status, step.notes = StepStatus.BLOCKED, "cancelled"
+        self._publish(note)
+        return PlanningFlowResult(
+            outcome=outcome,
+            plan=self.plan,
+            steps=self.outcomes,
+            summary=self.summary,
+            note=note,
+            replans=self.replans,
+            usage=self.usage,
+        )
+
+    def _publish(self, note: str | None = None) -> None:
+        lines = [f"**planning flow** · {len(self.outcomes)} step runs · {self.usage.total_tokens} tokens"]
+        if note:
+            lines.append(note)
+        lines.append(f"```\n{self.plan.render()}\n```")
+        workflow.set_current_details("\n\n".join(lines))
+
+    @workflow.query(name="plan")
+    def plan_query(self) -> Plan:
+        return self.plan
+
+    @workflow.query
+    def step_outcomes(self) -> list[StepOutcome]:
+        return self.outcomes
