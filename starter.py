@@ -4,6 +4,7 @@
     python starter.py --agent swe "task"     # another agent
     python starter.py --detach "task"        # start it and print its id only
     python starter.py --attach ID            # follow an existing run (resume after a crash)
+    python starter.py --flow planning --agents manus,data_analysis "task"
 
 Without TEMPORAL_ADDRESS and with nothing listening on 127.0.0.1:7233, the
 embedded Temporal server is started (detached, SQLite under .data/). With no
@@ -21,20 +22,23 @@ import asyncio
 import contextlib
 import sys
 import uuid
+from datetime import timedelta
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from agent_model.profiles import BUILTIN_PROFILES, UnknownAgent, get_profile
+from agent_model.flow import DEFAULT_FLOW_TIMEOUT_SECONDS, FINALIZE_RESERVE_SECONDS, PlanningFlowInput, PlanningFlowResult
 from agent_model.run import AgentRunInput, AgentRunResult
 from config.settings import ConfigError, Settings, load_settings
 from runtime.cli import exit_now
 from runtime.connection import DEFAULT_ADDRESS, TemporalUnreachable, address_is_explicit, connect, port_answers
 from runtime.embedded_server import start_embedded_server, web_ui_url
-from runtime.follow import follow
+from runtime.follow import follow, follow_flow
 from runtime.task_queue import has_live_worker
 from runtime.worker_factory import build_worker, check_worker_settings
 from workflows.agent import AgentWorkflow
+from workflows.planning import PlanningFlowWorkflow
 
 SUMMARY_LENGTH = 120
 """Characters of the task shown as the run's summary in the Web UI."""
@@ -48,7 +52,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Run a durable-manus agent on a task.")
     parser.add_argument("task", nargs="?", help="what the agent should do")
     parser.add_argument("--agent", default="manus", help=f"agent profile ({', '.join(BUILTIN_PROFILES)}); default manus")
-    parser.add_argument("--max-steps", type=int, help="override the agent's step limit")
+    parser.add_argument("--max-steps", type=int, help="override the agent's step limit (each agent's, in a flow)")
+    parser.add_argument("--flow", choices=("planning",), help="run a PlanningFlow: plan, then one child agent run per step")
+    parser.add_argument(
+        "--agents", default="manus", help="with --flow: executor agents, comma-separated; the first is primary (default manus)"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=DEFAULT_FLOW_TIMEOUT_SECONDS,
+        help=f"with --flow: the flow's time bound in seconds (default {DEFAULT_FLOW_TIMEOUT_SECONDS:.0f})",
+    )
     parser.add_argument("--config", help="config file (default: config/config.toml or $DURABLE_MANUS_CONFIG)")
     parser.add_argument("--id", dest="run_id", help="workflow id for the new run (default: generated)")
     parser.add_argument("--detach", action="store_true", help="start the run, print its id and exit")
@@ -72,6 +84,14 @@ def validate(args: argparse.Namespace) -> None:
     get_profile(args.agent)  # UnknownAgent is a ValueError with a clear message
     if args.max_steps is not None and args.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
+    if args.flow:
+        args.agents = [a.strip() for a in args.agents.split(",") if a.strip()]
+        if not args.agents:
+            raise UsageError("--agents needs at least one agent")
+        for agent in args.agents:
+            get_profile(agent)
+        if args.timeout <= FINALIZE_RESERVE_SECONDS:
+            raise UsageError(f"--timeout must be more than {FINALIZE_RESERVE_SECONDS:.0f} s (kept for the summary)")
 
 
 EXISTING_SERVER_WAIT = 5.0
@@ -95,28 +115,52 @@ async def ensure_server(out) -> float:
 
 
 async def start_run(client: Client, settings: Settings, args: argparse.Namespace) -> WorkflowHandle:
-    run_id = args.run_id or f"{args.agent}-{uuid.uuid4().hex[:12]}"
     summary = " ".join(args.task.split())
     if len(summary) > SUMMARY_LENGTH:
         summary = summary[: SUMMARY_LENGTH - 1] + "…"
+    if args.flow:
+        return await client.start_workflow(
+            PlanningFlowWorkflow.run,
+            PlanningFlowInput(
+                task=args.task, agents=args.agents, timeout_seconds=args.timeout, max_steps_per_agent=args.max_steps
+            ),
+            id=args.run_id or f"flow-{uuid.uuid4().hex[:12]}",
+            task_queue=settings.task_queue,
+            # Temporal's bound; the flow ends itself a little before it, with a result.
+            execution_timeout=timedelta(seconds=args.timeout),
+            static_summary=f"planning flow: {summary}",
+        )
     return await client.start_workflow(
         AgentWorkflow.run,
         AgentRunInput(task=args.task, agent=args.agent, max_steps=args.max_steps),
-        id=run_id,
+        id=args.run_id or f"{args.agent}-{uuid.uuid4().hex[:12]}",
         task_queue=settings.task_queue,
         static_summary=summary,
     )
 
 
-async def existing_run(client: Client, run_id: str) -> WorkflowHandle:
-    handle = client.get_workflow_handle(run_id, result_type=AgentRunResult)
+async def existing_run(client: Client, args: argparse.Namespace) -> WorkflowHandle:
+    """The run named by --attach; sets args.flow when it is a PlanningFlow."""
+    run_id = args.attach
     try:
-        await handle.describe()
+        description = await client.get_workflow_handle(run_id).describe()
     except RPCError as e:
         if e.status == RPCStatusCode.NOT_FOUND:
             raise UsageError(f"no run with id {run_id!r}") from None
         raise
-    return handle
+    if description.workflow_type == PlanningFlowWorkflow.__name__:
+        args.flow = "planning"
+        return client.get_workflow_handle(run_id, result_type=PlanningFlowResult)
+    return client.get_workflow_handle(run_id, result_type=AgentRunResult)
+
+
+def report_flow(result: PlanningFlowResult, out) -> int:
+    print(f"\nflow {result.outcome.value}: {result.usage.total_tokens} tokens, {result.replans} replan(s)", file=out)
+    if result.note:
+        print(f"note: {result.note}", file=out)
+    if result.summary:
+        print(f"\n{result.summary}", file=out)
+    return 0 if result.succeeded else 1
 
 
 def report(result: AgentRunResult, out) -> int:
@@ -139,7 +183,7 @@ async def main_async(args: argparse.Namespace, out=sys.stdout) -> int:
     if needs_worker:
         check_worker_settings(settings)  # before anything starts: nothing is left half-begun
 
-    handle = await existing_run(client, args.attach) if args.attach else await start_run(client, settings, args)
+    handle = await existing_run(client, args) if args.attach else await start_run(client, settings, args)
     args.run_id = handle.id
     print(f"run {handle.id}\nWeb UI: {web_ui_url(handle.id, client.namespace)}", file=out, flush=True)
     if args.detach:
@@ -147,8 +191,9 @@ async def main_async(args: argparse.Namespace, out=sys.stdout) -> int:
 
     worker = build_worker(client, settings) if needs_worker else contextlib.nullcontext()
     async with worker:
-        result = await follow(handle, out)
-    return report(result, out)
+        if args.flow:
+            return report_flow(await follow_flow(client, handle, out), out)
+        return report(await follow(handle, out), out)
 
 
 def main(argv: list[str] | None = None) -> int:

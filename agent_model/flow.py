@@ -16,6 +16,9 @@ DEFAULT_MAX_REPLANS = 2
 """How many times a blocked step may trigger a revision of the remaining steps."""
 FINALIZE_RESERVE_SECONDS = 60.0
 """Time kept back from the steps for the closing summary."""
+FINISH_MARGIN_SECONDS = 5.0
+"""The flow returns its result this long before its bound, so that a Temporal
+execution timeout set to the same bound never cuts it off."""
 
 
 class FlowOutcome(str, Enum):

@@ -7,9 +7,11 @@ import sys
 import threading
 from typing import TextIO
 
-from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
+from agent_model.flow import PlanningFlowResult
+from agent_model.plan import Plan, StepStatus
 from agent_model.run import AgentRunResult, AgentStatus, HumanAnswer, HumanQuestion, StepRecord
 
 POLL_INTERVAL = 0.5
@@ -62,41 +64,130 @@ async def ask_user(handle: WorkflowHandle, question: HumanQuestion, out: TextIO)
             return
 
 
-async def follow(handle: WorkflowHandle, out: TextIO = sys.stdout, interactive: bool | None = None) -> AgentRunResult:
-    """Print the run's steps as they happen; answer questions in a terminal."""
-    if interactive is None:
-        interactive = sys.stdin.isatty()
+class AgentProgress:
+    """Prints one agent run's new steps and handles its questions, one poll at a time."""
+
+    def __init__(self, handle: WorkflowHandle, out: TextIO, interactive: bool, indent: str = "") -> None:
+        self.handle, self.out, self.interactive, self.indent = handle, out, interactive, indent
+        self.printed = 0
+        self.max_steps = 0
+        self.announced: str | None = None
+        self.answering: asyncio.Task | None = None
+
+    def _print(self, text: str) -> None:
+        print(f"{self.indent}{text}", file=self.out, flush=True)
+
+    async def poll(self) -> None:
+        try:
+            status: AgentStatus = await self.handle.query("status", result_type=AgentStatus)
+            new: list[StepRecord] = await self.handle.query("steps", self.printed, result_type=list[StepRecord])
+        except RPCError:
+            return  # no worker yet, or the run just closed
+        self.max_steps = status.max_steps
+        for record in new:
+            self._print(step_line(record, self.max_steps))
+        self.printed += len(new)
+        question = status.pending_question
+        if question is not None and question.id != self.announced:
+            self.announced = question.id
+            if self.interactive:
+                self.answering = asyncio.ensure_future(ask_user(self.handle, question, self.out))
+            else:
+                self._print(f"? waiting for an answer to question {question.id} of {self.handle.id}: {question.text}")
+
+    def finish(self, result: AgentRunResult) -> None:
+        for record in result.steps[self.printed :]:
+            self._print(step_line(record, self.max_steps or result.steps_taken))
+        self.printed = len(result.steps)
+        self.close()
+
+    def close(self) -> None:
+        if self.answering is not None and not self.answering.done():
+            self.answering.cancel()
+
+
+class FlowProgress:
+    """Prints a PlanningFlow's plan, each step's start and outcome, and the steps of
+    the child run that is working."""
+
+    def __init__(self, client: Client, handle: WorkflowHandle, out: TextIO, interactive: bool) -> None:
+        self.client, self.handle, self.out, self.interactive = client, handle, out, interactive
+        self.plan_shown = False
+        self.statuses: dict[int, tuple[str, StepStatus]] = {}
+        self.children: dict[str, AgentProgress] = {}
+
+    def _print(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    async def poll(self) -> None:
+        try:
+            plan: Plan = await self.handle.query("plan", result_type=Plan)
+        except RPCError:
+            return
+        self._show(plan)
+        for step in plan.steps:
+            if step.status == StepStatus.IN_PROGRESS and step.run_id:
+                await self._child(step.run_id).poll()
+
+    def _child(self, run_id: str) -> AgentProgress:
+        if run_id not in self.children:
+            handle = self.client.get_workflow_handle(run_id, result_type=AgentRunResult)
+            self.children[run_id] = AgentProgress(handle, self.out, self.interactive, indent="    ")
+        return self.children[run_id]
+
+    def _show(self, plan: Plan) -> None:
+        if not plan.steps:
+            return
+        if not self.plan_shown:
+            self.plan_shown = True
+            self._print(plan.render() + "\n")
+        for index, step in enumerate(plan.steps):
+            seen = self.statuses.get(index)
+            if seen == (step.text, step.status):
+                continue
+            if seen is not None and seen[0] != step.text:
+                self._print(f"plan revised: step {index + 1} is now: {step.text}")
+            self.statuses[index] = (step.text, step.status)
+            if step.status == StepStatus.IN_PROGRESS:
+                self._print(f"step {index + 1} started ({step.executor}, run {step.run_id}): {step.text}")
+            elif step.status in (StepStatus.COMPLETED, StepStatus.BLOCKED):
+                notes = " ".join(step.notes.split())[:200]
+                self._print(f"step {index + 1} {step.status.value}: {notes}")
+
+    def finish(self, result: PlanningFlowResult) -> None:
+        self._show(result.plan)
+        for child in self.children.values():
+            child.close()
+
+    def close(self) -> None:
+        for child in self.children.values():
+            child.close()
+
+
+async def _until_done(handle: WorkflowHandle, progress: AgentProgress | FlowProgress):
     result_task = asyncio.ensure_future(handle.result())
-    printed = 0
-    max_steps = 0
-    announced: str | None = None
-    answering: asyncio.Task | None = None
     try:
         while not result_task.done():
-            try:
-                status: AgentStatus = await handle.query("status", result_type=AgentStatus)
-                new: list[StepRecord] = await handle.query("steps", printed, result_type=list[StepRecord])
-            except RPCError:
-                new, status = [], None  # no worker yet, or the run just closed
-            if status is not None:
-                max_steps = status.max_steps
-                for record in new:
-                    print(step_line(record, max_steps), file=out, flush=True)
-                printed += len(new)
-                question = status.pending_question
-                if question is not None and question.id != announced:
-                    announced = question.id
-                    if interactive:
-                        answering = asyncio.ensure_future(ask_user(handle, question, out))
-                    else:
-                        print(f"? waiting for an answer to question {question.id}: {question.text}", file=out, flush=True)
+            await progress.poll()
             await asyncio.wait({result_task}, timeout=POLL_INTERVAL)
         result = result_task.result()
     finally:
-        if answering is not None and not answering.done():
-            answering.cancel()
+        progress.close()
         if not result_task.done():
             result_task.cancel()
-    for record in result.steps[printed:]:
-        print(step_line(record, max_steps or result.steps_taken), file=out, flush=True)
+    progress.finish(result)
     return result
+
+
+async def follow(handle: WorkflowHandle, out: TextIO = sys.stdout, interactive: bool | None = None) -> AgentRunResult:
+    """Print an agent run's steps as they happen; answer questions in a terminal."""
+    interactive = sys.stdin.isatty() if interactive is None else interactive
+    return await _until_done(handle, AgentProgress(handle, out, interactive))
+
+
+async def follow_flow(
+    client: Client, handle: WorkflowHandle, out: TextIO = sys.stdout, interactive: bool | None = None
+) -> PlanningFlowResult:
+    """Print a PlanningFlow's progress, with the steps of each child run."""
+    interactive = sys.stdin.isatty() if interactive is None else interactive
+    return await _until_done(handle, FlowProgress(client, handle, out, interactive))

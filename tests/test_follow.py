@@ -55,4 +55,4 @@ async def test_follow_without_a_terminal_prints_the_question(time_skipping_env, 
     with time_skipping_env.auto_time_skipping_disabled():
         result = await follow(handle, out, interactive=False)
     assert result.succeeded
-    assert "? waiting for an answer to question 1.1: Proceed?" in out.getvalue()
+    assert f"? waiting for an answer to question 1.1 of {handle.id}: Proceed?" in out.getvalue()

@@ -107,3 +107,28 @@ def test_executor_from_tag_case_insensitive():
     assert executor_for("[Manus] write it", agents, "data_analysis") == "manus"
     assert executor_for("[unknown] do", agents, "manus") == "manus"
     assert executor_for("no tag", agents, "data_analysis") == "data_analysis"
+
+
+def test_plan_from_reply_uses_our_id_and_reports_problems():
+    from agent_model.plan import plan_from_reply
+
+    args = '{"command": "create", "plan_id": "theirs", "title": "T", "steps": ["a", "b"]}'
+    plan, problem = plan_from_reply("ours", "task", [("other_tool", "{}"), ("planning", args)])
+    assert problem == "" and plan.plan_id == "ours" and [s.text for s in plan.steps] == ["a", "b"]
+    assert plan_from_reply("p", "task", []) == (None, "the planner did not call the planning tool")
+    assert plan_from_reply("p", "task", [("planning", "{oops")])[1].startswith("the planning call's arguments are not valid JSON")
+    assert "non-empty list" in plan_from_reply("p", "task", [("planning", '{"steps": []}')])[1]
+    untitled, _ = plan_from_reply("p", "Build a site\nwith details", [("planning", '{"steps": ["x"]}')])
+    assert untitled.title == "Build a site"
+
+
+def test_revised_steps_keep_what_is_done():
+    from agent_model.plan import Plan, PlanStep, revised_steps
+
+    plan = Plan(plan_id="p", title="t", steps=[PlanStep(text=t) for t in ("a", "b", "c")])
+    full = '{"command": "update", "steps": ["a", "b", "b2", "c2"]}'
+    steps, _ = revised_steps(plan, 1, [("planning", full)])
+    assert [s.text for s in steps] == ["b2", "c2"]
+    only_rest, _ = revised_steps(plan, 1, [("planning", '{"steps": ["x"]}')])
+    assert [s.text for s in only_rest] == ["x"]
+    assert revised_steps(plan, 1, [("planning", '{"steps": ["a", "b"]}')]) == (None, "the revised plan has no steps left to run")

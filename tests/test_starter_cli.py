@@ -64,3 +64,11 @@ def test_worker_missing_api_key(tmp_path):
     config.write_text('[llm]\nmodel = "gpt-4o"\n')
     proc = run_cli(script="worker.py", env_extra={"OPENAI_API_KEY": None, "DURABLE_MANUS_CONFIG": str(config)})
     assert_one_line_error(proc, "[llm] api_key is missing")
+
+
+def test_flow_with_an_unknown_executor_is_refused():
+    assert_one_line_error(run_cli("--flow", "planning", "--agents", "manus,wizard", "do it"), "unknown agent 'wizard'")
+
+
+def test_flow_timeout_must_leave_room_for_the_summary():
+    assert_one_line_error(run_cli("--flow", "planning", "--timeout", "30", "do it"), "--timeout must be more than 60 s")

@@ -17,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.workspace import workspace_name_for
     from agent_model.flow import (
         FINALIZE_RESERVE_SECONDS,
+        FINISH_MARGIN_SECONDS,
         FlowOutcome,
         PlanningFlowInput,
         PlanningFlowResult,
@@ -229,7 +230,7 @@ class PlanningFlowWorkflow:
         return [(c.function.name, c.function.arguments) for c in response.message.tool_calls or []]
 
     def _time_left(self, reserve: bool = True) -> timedelta:
-        limit = self.input.timeout_seconds - (FINALIZE_RESERVE_SECONDS if reserve else 0)
+        limit = self.input.timeout_seconds - FINISH_MARGIN_SECONDS - (FINALIZE_RESERVE_SECONDS if reserve else 0)
         return self.started + timedelta(seconds=limit) - workflow.now()
 
     def _result(self, outcome: FlowOutcome, note: str | None) -> PlanningFlowResult:
