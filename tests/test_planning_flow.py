@@ -6,6 +6,8 @@ import asyncio
 import re
 import uuid
 
+from temporalio.api.sdk.v1 import WorkflowMetadata
+
 from agent_model.flow import FlowOutcome, PlanningFlowInput, PlanningFlowResult
 from agent_model.plan import DEFAULT_STEPS, StepStatus
 from agent_model.state import AgentState
@@ -92,6 +94,8 @@ async def test_three_steps_two_executors(time_skipping_env, worker, settings, fa
     assert sum(r["usage"]["prompt_tokens"] + r["usage"]["completion_tokens"] for r in child_results) < result.usage.total_tokens
     plan = await handle.query(PlanningFlowWorkflow.plan_query)
     assert plan.steps[2].status == StepStatus.COMPLETED
+    details = (await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)).current_details
+    assert "Progress: 3/3 steps completed" in details and "2. [✓] Write the report" in details
 
 
 async def test_blocked_step_triggers_a_replan(time_skipping_env, worker, settings, fake_llm):

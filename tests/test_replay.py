@@ -25,6 +25,9 @@ from tests.record_history import (
     record_agent_run,
     replayer,
 )
+from tests.fake_openai import Reply, call
+from tests.test_agent_workflow import python, terminate
+from tests.test_planning_flow import FlowScript, plan_reply, start_flow
 
 
 def committed_json() -> dict:
@@ -97,3 +100,19 @@ async def test_history_recorded_now_replays(dev_env, fake_llm, tmp_path):
     # Round trip through JSON, as the committed file is loaded.
     again = WorkflowHistory.from_json(history.workflow_id, history.to_json())
     assert (await replayer().replay_workflow(again)).replay_failure is None
+
+
+async def test_planning_flow_history_replays(time_skipping_env, worker, settings, fake_llm):
+    fake_llm.responder = FlowScript(
+        plan_reply("One", "Two"),
+        {1: [python("print(1)"), terminate("one")], 2: [Reply(tool_calls=[call("terminate", {"status": "failure"})])]},
+        replan=Reply(tool_calls=[call("planning", {"command": "update", "steps": ["One", "Two", "Two again"]})]),
+    )
+    fake_llm.responder.steps[3] = [terminate("two")]
+    handle = await start_flow(time_skipping_env, settings)
+    await handle.result()
+    history = await handle.fetch_history()
+    assert any(e.HasField("start_child_workflow_execution_initiated_event_attributes") for e in history.events)
+    await replayer().replay_workflow(history)
+    child = await time_skipping_env.client.get_workflow_handle(f"{handle.id}/step-1").fetch_history()
+    await replayer().replay_workflow(child)

@@ -12,6 +12,7 @@ import json
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.workflow import ActivityCancellationType
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
@@ -232,6 +233,8 @@ class AgentWorkflow:
                 request,
                 result_type=ThinkResponse,
                 summary=f"think {self.step}/{profile.max_steps} · {profile.name}",
+                # A cancelled run ends only once the call is really abandoned.
+                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
                 **THINK_OPTIONS,
             )
         except ActivityError as e:
@@ -300,6 +303,8 @@ class AgentWorkflow:
                 request,
                 result_type=ToolResult,
                 summary=activity_summary(name, arguments),
+                # A cancelled run ends only once the tool's processes are dead.
+                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
                 **TOOLS[name].activity_options,
             )
         except ActivityError as e:
