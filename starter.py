@@ -5,6 +5,9 @@
     python starter.py --detach "task"        # start it and print its id only
     python starter.py --attach ID            # follow an existing run (resume after a crash)
     python starter.py --flow planning --agents manus,data_analysis "task"
+    python starter.py --answer ID "text"     # answer the run's waiting question
+    python starter.py --cancel ID | --list | --show ID | --result ID
+    python starter.py --rewind ID --to-step N   # re-run a run from the end of step N
 
 Without TEMPORAL_ADDRESS and with nothing listening on 127.0.0.1:7233, the
 embedded Temporal server is started (detached, SQLite under .data/). With no
@@ -25,7 +28,6 @@ import uuid
 from datetime import timedelta
 
 from temporalio.client import Client, WorkflowHandle
-from temporalio.service import RPCError, RPCStatusCode
 
 from agent_model.profiles import BUILTIN_PROFILES, UnknownAgent, get_profile
 from agent_model.flow import DEFAULT_FLOW_TIMEOUT_SECONDS, FINALIZE_RESERVE_SECONDS, PlanningFlowInput, PlanningFlowResult
@@ -34,9 +36,12 @@ from config.settings import ConfigError, Settings, load_settings
 from runtime.cli import exit_now
 from runtime.connection import DEFAULT_ADDRESS, TemporalUnreachable, address_is_explicit, connect, port_answers
 from runtime.embedded_server import start_embedded_server, web_ui_url
+from runtime import run_control
 from runtime.follow import follow, follow_flow
+from runtime.run_control import RunControlError
 from runtime.task_queue import has_live_worker
 from runtime.worker_factory import build_worker, check_worker_settings
+from workflows import search_attributes
 from workflows.agent import AgentWorkflow
 from workflows.planning import PlanningFlowWorkflow
 
@@ -64,7 +69,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--config", help="config file (default: config/config.toml or $DURABLE_MANUS_CONFIG)")
     parser.add_argument("--id", dest="run_id", help="workflow id for the new run (default: generated)")
     parser.add_argument("--detach", action="store_true", help="start the run, print its id and exit")
-    parser.add_argument("--attach", metavar="ID", help="follow an existing run to its end")
+    commands = parser.add_mutually_exclusive_group()
+    commands.add_argument("--attach", metavar="ID", help="follow an existing run to its end")
+    commands.add_argument("--answer", nargs=2, metavar=("ID", "TEXT"), help="answer the question a run is waiting on")
+    commands.add_argument("--cancel", metavar="ID", help="cancel a run (a flow cancels its running step too)")
+    commands.add_argument("--list", action="store_true", help="recent runs: id, agent or flow, state, step, age")
+    commands.add_argument("--show", metavar="ID", help="a run's transcript: thoughts, tool calls, observations, tokens")
+    commands.add_argument("--result", metavar="ID", help="a finished run's result")
+    commands.add_argument("--rewind", metavar="ID", help="start a run again from the end of step --to-step")
+    parser.add_argument("--to-step", type=int, help="with --rewind: keep steps 1..N, re-run the rest (0 = all)")
     parser.add_argument(
         "--worker",
         choices=("auto", "always", "never"),
@@ -74,10 +87,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def command_of(args: argparse.Namespace) -> str:
+    for name in ("attach", "answer", "cancel", "list", "show", "result", "rewind"):
+        if getattr(args, name):
+            return name
+    return "run"
+
+
 def validate(args: argparse.Namespace) -> None:
-    if args.attach:
+    command = command_of(args)
+    if command == "rewind" and args.to_step is None:
+        raise UsageError("--rewind needs --to-step N")
+    if args.to_step is not None and command != "rewind":
+        raise UsageError("--to-step goes with --rewind")
+    if command != "run":
         if args.task:
-            raise UsageError("give either a task or --attach ID, not both")
+            raise UsageError(f"give either a task or --{command}, not both")
         return
     if not args.task or not args.task.strip():
         raise UsageError('the task is empty; usage: python starter.py "what the agent should do"')
@@ -115,6 +140,8 @@ async def ensure_server(out) -> float:
 
 
 async def start_run(client: Client, settings: Settings, args: argparse.Namespace) -> WorkflowHandle:
+    registered = await run_control.search_attributes_registered(client)
+    attributes = search_attributes.initial("planning-flow" if args.flow else args.agent) if registered else None
     summary = " ".join(args.task.split())
     if len(summary) > SUMMARY_LENGTH:
         summary = summary[: SUMMARY_LENGTH - 1] + "…"
@@ -129,6 +156,7 @@ async def start_run(client: Client, settings: Settings, args: argparse.Namespace
             # Temporal's bound; the flow ends itself a little before it, with a result.
             execution_timeout=timedelta(seconds=args.timeout),
             static_summary=f"planning flow: {summary}",
+            search_attributes=attributes,
         )
     return await client.start_workflow(
         AgentWorkflow.run,
@@ -136,22 +164,16 @@ async def start_run(client: Client, settings: Settings, args: argparse.Namespace
         id=args.run_id or f"{args.agent}-{uuid.uuid4().hex[:12]}",
         task_queue=settings.task_queue,
         static_summary=summary,
+        search_attributes=attributes,
     )
 
 
 async def existing_run(client: Client, args: argparse.Namespace) -> WorkflowHandle:
     """The run named by --attach; sets args.flow when it is a PlanningFlow."""
-    run_id = args.attach
-    try:
-        description = await client.get_workflow_handle(run_id).describe()
-    except RPCError as e:
-        if e.status == RPCStatusCode.NOT_FOUND:
-            raise UsageError(f"no run with id {run_id!r}") from None
-        raise
-    if description.workflow_type == PlanningFlowWorkflow.__name__:
+    description = await run_control.describe(client, args.attach)
+    if run_control.is_flow(description):
         args.flow = "planning"
-        return client.get_workflow_handle(run_id, result_type=PlanningFlowResult)
-    return client.get_workflow_handle(run_id, result_type=AgentRunResult)
+    return client.get_workflow_handle(args.attach, result_type=run_control.result_type(description))
 
 
 def report_flow(result: PlanningFlowResult, out) -> int:
@@ -173,23 +195,50 @@ def report(result: AgentRunResult, out) -> int:
     return 0 if result.succeeded else 1
 
 
+WORKER_COMMANDS = {"run", "attach", "rewind", "answer", "show", "cancel"}
+"""Commands that need a worker to make progress or answer queries and updates."""
+
+
 async def main_async(args: argparse.Namespace, out=sys.stdout) -> int:
     settings = load_settings(args.config)
     client = await connect(wait_seconds=await ensure_server(out))
-    needs_worker = not args.detach and (
+    command = command_of(args)
+    if command == "list":
+        await run_control.list_runs(client, out)
+        return 0
+    if command == "result":
+        result = await run_control.finished_result(client, args.result)
+        return report_flow(result, out) if isinstance(result, PlanningFlowResult) else report(result, out)
+
+    needs_worker = command in WORKER_COMMANDS and not args.detach and (
         args.worker == "always"
         or (args.worker == "auto" and not await has_live_worker(client, settings.task_queue))
     )
     if needs_worker:
         check_worker_settings(settings)  # before anything starts: nothing is left half-begun
+    worker = build_worker(client, settings) if needs_worker else contextlib.nullcontext()
 
-    handle = await existing_run(client, args) if args.attach else await start_run(client, settings, args)
+    if command in ("answer", "show", "cancel"):
+        async with worker:
+            if command == "answer":
+                await run_control.answer(client, args.answer[0], args.answer[1], out)
+            elif command == "show":
+                await run_control.show(client, args.show, out)
+            else:
+                await run_control.cancel(client, args.cancel, out)
+        return 0
+
+    if command == "rewind":
+        await run_control.rewind(client, args.rewind, args.to_step, out)
+        args.attach = args.rewind
+    if args.attach:
+        handle = await existing_run(client, args)
+    else:
+        handle = await start_run(client, settings, args)
     args.run_id = handle.id
     print(f"run {handle.id}\nWeb UI: {web_ui_url(handle.id, client.namespace)}", file=out, flush=True)
     if args.detach:
         return 0
-
-    worker = build_worker(client, settings) if needs_worker else contextlib.nullcontext()
     async with worker:
         if args.flow:
             return report_flow(await follow_flow(client, handle, out), out)
@@ -201,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         validate(args)
         return asyncio.run(main_async(args))
-    except (UsageError, UnknownAgent, ConfigError, TemporalUnreachable, FileNotFoundError) as e:
+    except (UsageError, UnknownAgent, ConfigError, TemporalUnreachable, FileNotFoundError, RunControlError) as e:
         print(f"starter: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from config.settings import REPO_DIR
+from workflows.search_attributes import ALL
 
 UI_PORT = 8233
 """Web UI port of the embedded server."""
@@ -44,7 +45,17 @@ def start_dev_server_command(db_path: Path, port: int = 7233, ui_port: int = UI_
         "--sqlite-pragma", "journal_mode=wal",
         "--sqlite-pragma", "synchronous=normal",
         "--log-level", "warn",
+        *search_attribute_flags(),
     ]
+
+
+def search_attribute_flags() -> list[str]:
+    """`--search-attribute Name=Type` for each attribute the workflows publish."""
+    flags = []
+    for key in ALL:
+        kind = key.indexed_value_type.name.removeprefix("INDEXED_VALUE_TYPE_").capitalize()
+        flags += ["--search-attribute", f"{key.name}={kind}"]
+    return flags
 
 
 def start_embedded_server(port: int = 7233, ui_port: int = UI_PORT) -> Path:

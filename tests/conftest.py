@@ -15,6 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 from config.settings import LLMSettings, Settings
 from runtime.worker_factory import build_worker
 from tests.fake_openai import FakeOpenAI
+from workflows import search_attributes
 
 BIN = Path(sys.executable).parent
 
@@ -43,6 +44,7 @@ async def dev_env():
         data_converter=pydantic_data_converter,
         dev_server_existing_path=binary("temporal"),
         ip="127.0.0.1",
+        search_attributes=search_attributes.ALL,
     )
     yield env
     await env.shutdown()

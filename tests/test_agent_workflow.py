@@ -264,7 +264,7 @@ async def test_queries_show_status_and_memory(time_skipping_env, worker, setting
     assert [m.role.value for m in memory] == ["user", "user", "assistant"]
     metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
     details = metadata.current_details
-    assert "waiting for the user: ok?" in details and "step 1/6" in details
+    assert "**waiting for the user** (question 1.1): ok?" in details and "**step** 1/6" in details
     await handle.execute_update(AgentWorkflow.answer, HumanAnswer(question_id=question.id, text="yes"))
     await handle.result()
     steps = await handle.query(AgentWorkflow.steps, 0)

@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from agent_model.tool_io import ToolRequest, ToolResult
     from agent_model.usage import TokenUsage
     from prompts import agent_notes
+    from workflows import search_attributes
 
 
 def clip(text: str, limit: int | None) -> str:
@@ -105,6 +106,7 @@ class AgentWorkflow:
                 **PREPARE_WORKSPACE_OPTIONS,
             )
             self.memory.add(user_message(run.task))
+            self._publish_details()
             while self.step < self.profile.max_steps:
                 self.step += 1
                 await self._step()
@@ -349,21 +351,25 @@ class AgentWorkflow:
         return None
 
     def _publish_details(self, note: str | None = None) -> None:
+        """Current details (markdown, shown in the Web UI) and search attributes."""
         profile = self.profile
         lines = [
-            f"**{profile.name if profile else self.input.agent}** · {self.state.value} · "
-            f"step {self.step}/{profile.max_steps if profile else '?'} · "
-            f"{self.usage.total_tokens} tokens"
+            f"**agent** {profile.name if profile else self.input.agent}",
+            f"**state** {self.state.value}",
+            f"**step** {self.step}/{profile.max_steps if profile else '?'}",
+            f"**tokens** {self.usage.total_tokens} "
+            f"({self.usage.prompt_tokens} prompt, {self.usage.completion_tokens} completion)",
         ]
         last = self.records[-1].tool_calls[-1] if self.records and self.records[-1].tool_calls else None
         if last is not None:
-            outcome = "error" if last.error else "ok"
-            lines.append(f"last tool: `{last.name}` ({outcome})")
+            outcome = " ".join(last.observation.split())[:120]
+            lines.append(f"**last tool** `{last.name}` {'failed' if last.error else 'ok'}: {outcome}")
         if self.pending is not None:
-            lines.append(f"waiting for the user: {self.pending.text} (question {self.pending.id})")
+            lines.append(f"**waiting for the user** (question {self.pending.id}): {self.pending.text}")
         if note:
-            lines.append(note)
-        workflow.set_current_details("\n\n".join(lines))
+            lines.append(f"**note** {note}")
+        workflow.set_current_details("  \n".join(lines))
+        search_attributes.upsert(self.state.value, self.step)
 
     # ---- queries and updates -------------------------------------------------------
 

@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from agent_model.run import AgentRunInput, AgentRunResult
     from agent_model.usage import TokenUsage
     from prompts import planning as prompts
+    from workflows import search_attributes
     from workflows.agent import AgentWorkflow, is_cancellation, root_message
 
 NOTE_LIMIT = 500
@@ -238,7 +239,8 @@ class PlanningFlowWorkflow:
             for step in self.plan.steps:
                 if step.status == StepStatus.IN_PROGRESS:
                     step.status, step.notes = StepStatus.BLOCKED, "cancelled"
-        self._publish(note)
+        state = {FlowOutcome.ERROR: "ERROR", FlowOutcome.CANCELLED: "CANCELLED"}.get(outcome, "FINISHED")
+        self._publish(note, state)
         return PlanningFlowResult(
             outcome=outcome,
             plan=self.plan,
@@ -249,12 +251,16 @@ class PlanningFlowWorkflow:
             usage=self.usage,
         )
 
-    def _publish(self, note: str | None = None) -> None:
-        lines = [f"**planning flow** · {len(self.outcomes)} step runs · {self.usage.total_tokens} tokens"]
+    def _publish(self, note: str | None = None, state: str = "RUNNING") -> None:
+        """Current details (the plan, as markdown in the Web UI) and search attributes."""
+        lines = [
+            f"**planning flow** · {state} · {len(self.outcomes)} step runs · {self.usage.total_tokens} tokens"
+        ]
         if note:
-            lines.append(note)
+            lines.append(f"**note** {note}")
         lines.append(f"```\n{self.plan.render()}\n```")
         workflow.set_current_details("\n\n".join(lines))
+        search_attributes.upsert(state, sum(1 for s in self.plan.steps if s.finished))
 
     @workflow.query(name="plan")
     def plan_query(self) -> Plan:

@@ -1,0 +1,40 @@
+"""Search attributes that make runs filterable in the Web UI and in
+`temporal workflow list --query 'AgentState="RUNNING"'`.
+
+The embedded server registers them at start (runtime/embedded_server.py); on
+another cluster register them once (README, "Many machines"). A run uses them
+only when it was started with them, so a cluster without them still works.
+"""
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+
+AGENT_NAME = SearchAttributeKey.for_keyword("AgentName")
+"""The agent profile, or "planning-flow" for a PlanningFlow."""
+AGENT_STATE = SearchAttributeKey.for_keyword("AgentState")
+"""IDLE, RUNNING, FINISHED, ERROR, CANCELLED."""
+AGENT_STEP = SearchAttributeKey.for_int("AgentStep")
+"""Steps taken so far (for a flow: plan steps finished)."""
+
+ALL = (AGENT_NAME, AGENT_STATE, AGENT_STEP)
+
+
+def initial(agent: str, state: str = "RUNNING") -> TypedSearchAttributes:
+    """What the starter sets when it starts a run."""
+    return TypedSearchAttributes(
+        [SearchAttributePair(AGENT_NAME, agent), SearchAttributePair(AGENT_STATE, state), SearchAttributePair(AGENT_STEP, 0)]
+    )
+
+
+def upsert(state: str, step: int) -> None:
+    """Inside a workflow: publish state and step, if the run was started with them."""
+    if AGENT_STATE not in workflow.info().typed_search_attributes:
+        return
+    current = workflow.info().typed_search_attributes
+    updates = []
+    if current.get(AGENT_STATE) != state:
+        updates.append(AGENT_STATE.value_set(state))
+    if current.get(AGENT_STEP) != step:
+        updates.append(AGENT_STEP.value_set(step))
+    if updates:
+        workflow.upsert_search_attributes(updates)
