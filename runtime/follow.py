@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
+import time
 from typing import TextIO
 
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
@@ -16,6 +17,8 @@ from agent_model.run import AgentRunResult, AgentStatus, HumanAnswer, HumanQuest
 
 POLL_INTERVAL = 0.5
 """Seconds between status queries while following."""
+CLEAR_LINE = "\r\x1b[K"
+"""Carriage return and erase-line: redraws the progress line in place."""
 
 
 def step_line(record: StepRecord, max_steps: int) -> str:
@@ -73,9 +76,26 @@ class AgentProgress:
         self.max_steps = 0
         self.announced: str | None = None
         self.answering: asyncio.Task | None = None
+        self.live = out.isatty()
+        """On a terminal, a progress line is redrawn in place under the step lines."""
+        self.step_started = time.monotonic()
+        self.last_tool = ""
 
     def _print(self, text: str) -> None:
-        print(f"{self.indent}{text}", file=self.out, flush=True)
+        prefix = CLEAR_LINE if self.live else ""
+        print(f"{prefix}{self.indent}{text}", file=self.out, flush=True)
+
+    def _progress(self, status: AgentStatus) -> None:
+        if not self.live or self.answering is not None and not self.answering.done():
+            return
+        elapsed = time.monotonic() - self.step_started
+        tool = f" · after {self.last_tool}" if self.last_tool else ""
+        line = (
+            f"{self.indent}… step {status.step}/{status.max_steps}{tool} · {elapsed:.0f} s · "
+            f"{status.usage.total_tokens} tokens"
+        )
+        self.out.write(CLEAR_LINE + line)
+        self.out.flush()
 
     async def poll(self) -> None:
         try:
@@ -86,7 +106,10 @@ class AgentProgress:
         self.max_steps = status.max_steps
         for record in new:
             self._print(step_line(record, self.max_steps))
+            self.step_started = time.monotonic()
+            self.last_tool = record.tool_calls[-1].name if record.tool_calls else ""
         self.printed += len(new)
+        self._progress(status)
         question = status.pending_question
         if question is not None and question.id != self.announced:
             self.announced = question.id
@@ -104,6 +127,9 @@ class AgentProgress:
     def close(self) -> None:
         if self.answering is not None and not self.answering.done():
             self.answering.cancel()
+        if self.live:
+            self.out.write(CLEAR_LINE)
+            self.out.flush()
 
 
 class FlowProgress:

@@ -56,3 +56,39 @@ async def test_follow_without_a_terminal_prints_the_question(time_skipping_env, 
         result = await follow(handle, out, interactive=False)
     assert result.succeeded
     assert f"? waiting for an answer to question 1.1 of {handle.id}: Proceed?" in out.getvalue()
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+async def test_progress_line_on_a_terminal_only(time_skipping_env, worker, settings, fake_llm):
+    fake_llm.turns = [
+        Reply(tool_calls=[call("python_execute", {"code": "import time; time.sleep(1.5); print(1)"})]),
+        Reply(tool_calls=[call("python_execute", {"code": "import time; time.sleep(1.5); print(2)"})]),
+        terminate("done"),
+    ]
+    handle = await time_skipping_env.client.start_workflow(
+        AgentWorkflow.run,
+        AgentRunInput(task="t", profile=PROFILE),
+        id=f"follow-{uuid.uuid4().hex[:8]}",
+        task_queue=settings.task_queue,
+    )
+    terminal = Terminal()
+    await follow(handle, terminal, interactive=False)
+    text = terminal.getvalue()
+    assert "\r\x1b[K… step 2/6 · after python_execute · " in text
+    assert "\r\x1b[K[1/6] python_execute → 1" in text
+    assert text.endswith("\r\x1b[K")
+
+    fake_llm.turns = [terminate("plain")]
+    handle = await time_skipping_env.client.start_workflow(
+        AgentWorkflow.run,
+        AgentRunInput(task="t", profile=PROFILE),
+        id=f"follow-{uuid.uuid4().hex[:8]}",
+        task_queue=settings.task_queue,
+    )
+    plain = io.StringIO()
+    await follow(handle, plain, interactive=False)
+    assert "\x1b" not in plain.getvalue() and "\r" not in plain.getvalue()
