@@ -213,7 +213,9 @@ async def rewind(client: Client, run_id: str, to_step: int, out: TextIO) -> str:
     current worker code. Returns the new run's run id."""
     description = await describe(client, run_id)
     if is_flow(description):
-        raise RunControlError("rewind works on agent runs; rewind one of the flow's step runs instead")
+        raise RunControlError("rewind works on agent runs, not on a planning flow")
+    if description.parent_id:
+        raise RunControlError(f"run {run_id} is a step of flow {description.parent_id}; rewind works on top-level runs")
     history = await client.get_workflow_handle(run_id).fetch_history()
     think_scheduled = [
         e
