@@ -30,6 +30,7 @@ from datetime import timedelta
 from temporalio.client import Client, WorkflowHandle
 
 from agent_model.profiles import BUILTIN_PROFILES, UnknownAgent, get_profile
+from activities.tools.sandbox import SandboxUnavailable
 from agent_model.flow import DEFAULT_FLOW_TIMEOUT_SECONDS, FINALIZE_RESERVE_SECONDS, PlanningFlowInput, PlanningFlowResult
 from agent_model.run import AgentRunInput, AgentRunResult
 from config.settings import ConfigError, Settings, load_settings
@@ -214,9 +215,9 @@ async def main_async(args: argparse.Namespace, out=sys.stdout) -> int:
         args.worker == "always"
         or (args.worker == "auto" and not await has_live_worker(client, settings.task_queue))
     )
-    if needs_worker:
-        check_worker_settings(settings)  # before anything starts: nothing is left half-begun
-    worker = build_worker(client, settings) if needs_worker else contextlib.nullcontext()
+    worker = contextlib.nullcontext()
+    if needs_worker:  # checked before anything starts: nothing is left half-begun
+        worker = build_worker(client, settings, check_worker_settings(settings))
 
     if command in ("answer", "show", "cancel"):
         async with worker:
@@ -250,7 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         validate(args)
         return asyncio.run(main_async(args))
-    except (UsageError, UnknownAgent, ConfigError, TemporalUnreachable, FileNotFoundError, RunControlError) as e:
+    except (
+        UsageError, UnknownAgent, ConfigError, TemporalUnreachable, FileNotFoundError, RunControlError, SandboxUnavailable
+    ) as e:
         print(f"starter: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

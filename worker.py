@@ -15,6 +15,7 @@ import logging
 import signal
 import sys
 
+from activities.tools.sandbox import SandboxUnavailable
 from config.settings import ConfigError, load_settings
 from runtime.cli import exit_now
 from runtime.connection import TemporalUnreachable, connect
@@ -32,9 +33,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 async def run_worker(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
-    check_worker_settings(settings)
+    sandbox = check_worker_settings(settings)
     client = await connect(wait_seconds=args.connect_timeout)
-    worker = build_worker(client, settings)
+    worker = build_worker(client, settings, sandbox)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return asyncio.run(run_worker(args))
-    except (ConfigError, TemporalUnreachable) as e:
+    except (ConfigError, TemporalUnreachable, SandboxUnavailable) as e:
         print(f"worker: {e}", file=sys.stderr)
         return 2
 

@@ -48,6 +48,9 @@ class Settings(BaseModel):
     """"default" is `[llm]`; other keys are `[llm.<name>]` merged over it."""
     workspace_root: Path
     task_queue: str = DEFAULT_TASK_QUEUE
+    tool_sandbox: Literal["auto", "bwrap", "none"] = "auto"
+    """Confinement of python_execute/bash processes (activities/tools/sandbox.py):
+    auto = bubblewrap and a pids cgroup where the machine has them."""
     source: str = "environment"
     """Where the settings came from, for messages."""
 
@@ -58,6 +61,11 @@ class Settings(BaseModel):
             raise ConfigError(
                 f"{self.source}: no LLM profile [llm.{name}] (known: {', '.join(sorted(self.llm))})"
             ) from None
+
+    @property
+    def config_file(self) -> Path | None:
+        """The config file read, if any (it may hold keys: tools must not see it)."""
+        return None if self.source == "environment" else Path(self.source)
 
     def require_api_keys(self) -> None:
         for name, llm in self.llm.items():
@@ -104,8 +112,8 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     The file is `path`, else $DURABLE_MANUS_CONFIG, else config/config.toml when
     it exists. A file named explicitly must exist. Environment variables
     OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL override `[llm]`;
-    WORKSPACE_ROOT overrides `[workspace] root`; TEMPORAL_TASK_QUEUE sets the
-    task queue.
+    WORKSPACE_ROOT overrides `[workspace] root`; DURABLE_MANUS_TOOL_SANDBOX
+    overrides `[tools] sandbox`; TEMPORAL_TASK_QUEUE sets the task queue.
     """
     env = os.environ if env is None else env
     explicit = path or env.get("DURABLE_MANUS_CONFIG")
@@ -123,7 +131,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"{file}: not valid TOML ({e})") from None
 
-    unknown = set(data) - {"llm", "workspace"}
+    unknown = set(data) - {"llm", "workspace", "tools"}
     if unknown:
         raise ConfigError(f"{source}: unknown section [{sorted(unknown)[0]}]")
     llm = _parse_llm(source, data.get("llm", {}), env)
@@ -138,9 +146,17 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     if not root.is_absolute():
         root = REPO_DIR / root
 
+    tools = data.get("tools", {})
+    if not isinstance(tools, Mapping) or set(tools) - {"sandbox"}:
+        raise ConfigError(f"{source}: [tools] accepts only the field sandbox")
+    sandbox = env.get("DURABLE_MANUS_TOOL_SANDBOX") or tools.get("sandbox", "auto")
+    if sandbox not in ("auto", "bwrap", "none"):
+        raise ConfigError(f"{source}: [tools] sandbox must be \"auto\", \"bwrap\" or \"none\", not {sandbox!r}")
+
     return Settings(
         llm=llm,
         workspace_root=root,
         task_queue=env.get("TEMPORAL_TASK_QUEUE") or DEFAULT_TASK_QUEUE,
+        tool_sandbox=sandbox,
         source=source,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -13,11 +14,14 @@ from activities.llm import LLMActivities
 from activities.token_count import encoding_for
 from activities.tools.bash import Bash
 from activities.tools.python_execute import PythonExecute
+from activities.tools.sandbox import ToolSandbox
 from activities.tools.str_replace_editor import StrReplaceEditor
 from activities.workspace import Workspace, WorkspaceActivities
-from config.settings import Settings
+from config.settings import DEFAULT_CONFIG_PATH, Settings
 from workflows.agent import AgentWorkflow
 from workflows.planning import PlanningFlowWorkflow
+
+log = logging.getLogger(__name__)
 
 WORKFLOWS = [AgentWorkflow, PlanningFlowWorkflow]
 
@@ -30,31 +34,41 @@ GRACEFUL_SHUTDOWN = timedelta(seconds=5)
 (and then retried by another worker)."""
 
 
-def activities_for(settings: Settings) -> list[Any]:
+def tool_sandbox(settings: Settings) -> ToolSandbox:
+    hidden = [p for p in (settings.config_file, DEFAULT_CONFIG_PATH) if p is not None]
+    return ToolSandbox.detect(settings.tool_sandbox, settings.workspace_root, hidden)
+
+
+def activities_for(settings: Settings, sandbox: ToolSandbox | None = None) -> list[Any]:
     workspace = Workspace(settings.workspace_root)
+    sandbox = sandbox or tool_sandbox(settings)
     return [
         LLMActivities(settings.llm).think,
         WorkspaceActivities(workspace).prepare_workspace,
-        PythonExecute(workspace).run,
-        Bash(workspace).run,
+        PythonExecute(workspace, sandbox=sandbox).run,
+        Bash(workspace, sandbox=sandbox).run,
         StrReplaceEditor(workspace).run,
     ]
 
 
-def check_worker_settings(settings: Settings) -> None:
-    """Fail at start-up, not inside a run: keys present, tokenizers loadable."""
+def check_worker_settings(settings: Settings) -> ToolSandbox:
+    """Fail at start-up, not inside a run: keys present, tokenizers loadable, the
+    tool sandbox as configured. Returns the sandbox (and logs what it confines)."""
     settings.require_api_keys()
     for llm in settings.llm.values():
         encoding_for(llm.model)
+    sandbox = tool_sandbox(settings)
+    (log.info if sandbox.bwrap else log.warning)(sandbox.describe())
+    return sandbox
 
 
-def build_worker(client: Client, settings: Settings, **options: Any) -> Worker:
+def build_worker(client: Client, settings: Settings, sandbox: ToolSandbox | None = None, **options: Any) -> Worker:
     options.setdefault("graceful_shutdown_timeout", GRACEFUL_SHUTDOWN)
     return Worker(
         client,
         task_queue=settings.task_queue,
         workflows=WORKFLOWS,
-        activities=activities_for(settings),
+        activities=activities_for(settings, sandbox),
         workflow_runner=SandboxedWorkflowRunner(
             restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
         ),

@@ -80,6 +80,9 @@ def child_env(
         WORKSPACE_ROOT=str(workspace_root or tmp_path / "workspace"),
         # The starter builds Web UI links from this; keep it off the real 8233.
         TEMPORAL_UI_URL="http://127.0.0.1:1",
+        # Tests count executions in files outside the run directory, which the
+        # sandbox would hide; tests/test_sandbox.py runs with it.
+        DURABLE_MANUS_TOOL_SANDBOX="none",
     )
     if DEFAULT_CONFIG_PATH.exists():
         empty = tmp_path / "empty-config.toml"

@@ -26,6 +26,7 @@ from activities.tools.process import (
     sandbox_env,
     with_note,
 )
+from activities.tools.sandbox import ToolSandbox
 from activities.workspace import Workspace
 
 NAME = "bash"
@@ -45,10 +46,10 @@ def schema(timeout: float = DEFAULT_TIMEOUT) -> dict:
                 "its combined stdout and stderr. Every call starts a fresh shell "
                 "(variables and functions do not persist), but the current "
                 "directory carries over: after `cd dir`, the next call starts in "
-                "dir. Start long-running programs such as servers in the "
-                "background with their output redirected to a file, e.g. "
-                "`python server.py > server.log 2>&1 &`. A command is killed, "
-                f"along with everything it started, after {timeout:g} seconds."
+                "dir. Programs started in the background end when the command "
+                "returns, so start a server, use it and stop it in one command. "
+                f"A command is killed, along with everything it started, after "
+                f"{timeout:g} seconds."
             ),
             "parameters": {
                 "type": "object",
@@ -88,6 +89,7 @@ class Bash:
         timeout: float = DEFAULT_TIMEOUT,
         limits: ProcessLimits | None = None,
         max_output: int = 20000,
+        sandbox: ToolSandbox | None = None,
     ) -> None:
         """timeout: wall-clock seconds per command (default 120).
         limits: resource limits, default ProcessLimits().
@@ -97,6 +99,7 @@ class Bash:
         self.timeout = timeout
         self.limits = limits or ProcessLimits()
         self.max_output = max_output
+        self.sandbox = sandbox or ToolSandbox.none()
 
     @activity.defn(name=NAME)
     async def run(self, request: ToolRequest) -> ToolResult:
@@ -113,15 +116,18 @@ class Bash:
         scratch = tempfile.mkdtemp(prefix="bash-cwd-")
         try:
             cwd_file = os.path.join(scratch, "cwd")
-            outcome = await run_limited(
-                ["bash", "--noprofile", "--norc", "-c", _with_cwd_report(command, cwd_file)],
-                cwd=start_dir,
-                env=sandbox_env(run_dir),
-                stdin=None,
-                timeout=self.timeout,
-                limits=self.limits,
-                max_output=self.max_output,
-            )
+            argv = ["bash", "--noprofile", "--norc", "-c", _with_cwd_report(command, cwd_file)]
+            with self.sandbox.process_group() as cgroup:
+                outcome = await run_limited(
+                    self.sandbox.command(argv, run_dir=run_dir, cwd=start_dir, writable=[Path(scratch)]),
+                    cwd=start_dir,
+                    env=sandbox_env(run_dir),
+                    stdin=None,
+                    timeout=self.timeout,
+                    limits=self.limits,
+                    max_output=self.max_output,
+                    cgroup_procs=cgroup,
+                )
             end_dir = _read_end_dir(cwd_file) or str(start_dir)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)

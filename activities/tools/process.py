@@ -110,6 +110,7 @@ async def run_limited(
     timeout: float,
     limits: ProcessLimits,
     max_output: int,
+    cgroup_procs: str | None = None,
 ) -> ProcessOutcome:
     """Run argv to completion or until `timeout` seconds pass.
 
@@ -129,7 +130,7 @@ async def run_limited(
         cwd=cwd,
         env=env,
         start_new_session=True,
-        preexec_fn=_rlimit_setter(limits, timeout),
+        preexec_fn=_rlimit_setter(limits, timeout, cgroup_procs),
     )
     started = time.monotonic()
     group = transport.get_pid()  # a new session's leader: its pid is the group id
@@ -212,7 +213,7 @@ class _ClippedText:
             self.tail = self.tail[excess:]
 
 
-def _rlimit_setter(limits: ProcessLimits, timeout: float):
+def _rlimit_setter(limits: ProcessLimits, timeout: float, cgroup_procs: str | None = None):
     cpu = limits.cpu_seconds if limits.cpu_seconds is not None else int(timeout) + 5
     wanted = [
         (resource.RLIMIT_AS, limits.address_space_bytes),
@@ -236,6 +237,12 @@ def _rlimit_setter(limits: ProcessLimits, timeout: float):
             _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
             if os.getppid() != worker_pid:  # the worker died before prctl took effect
                 os._exit(1)
+        if cgroup_procs is not None:  # join the call's pids cgroup before exec
+            fd = os.open(cgroup_procs, os.O_WRONLY)
+            try:
+                os.write(fd, b"%d" % os.getpid())
+            finally:
+                os.close(fd)
         for which, value in wanted:
             soft, hard = value if isinstance(value, tuple) else (value, value)
             _, current_hard = resource.getrlimit(which)

@@ -17,6 +17,7 @@ from activities.tools.process import (
     sandbox_env,
     with_note,
 )
+from activities.tools.sandbox import ToolSandbox
 from activities.workspace import Workspace
 
 NAME = "python_execute"
@@ -68,6 +69,7 @@ class PythonExecute:
         timeout: float = 30.0,
         limits: ProcessLimits | None = None,
         max_output: int = 20000,
+        sandbox: ToolSandbox | None = None,
     ) -> None:
         """timeout: wall-clock seconds before the program is killed (default 30).
         limits: resource limits, default ProcessLimits().
@@ -77,6 +79,7 @@ class PythonExecute:
         self.timeout = timeout
         self.limits = limits or ProcessLimits()
         self.max_output = max_output
+        self.sandbox = sandbox or ToolSandbox.none()
 
     @activity.defn(name=NAME)
     async def run(self, request: ToolRequest) -> ToolResult:
@@ -88,19 +91,22 @@ class PythonExecute:
                 non_retryable=True,
             )
         run_dir = self.workspace.run_dir(request.workspace)
-        outcome = await run_limited(
-            # -E -s: ignore PYTHON* variables and user site-packages, but keep
-            #     the run directory on sys.path so the agent can import its own
-            #     modules (which -I would forbid).
-            # -u: unbuffered, so output is in order and survives a kill.
-            [sys.executable, "-E", "-s", "-u", "-"],
-            cwd=run_dir,
-            env=sandbox_env(run_dir),
-            stdin=code.encode("utf-8", "surrogatepass"),
-            timeout=self.timeout,
-            limits=self.limits,
-            max_output=self.max_output,
-        )
+        # -E -s: ignore PYTHON* variables and user site-packages, but keep the
+        #     run directory on sys.path so the agent can import its own modules
+        #     (which -I would forbid).
+        # -u: unbuffered, so output is in order and survives a kill.
+        argv = [sys.executable, "-E", "-s", "-u", "-"]
+        with self.sandbox.process_group() as cgroup:
+            outcome = await run_limited(
+                self.sandbox.command(argv, run_dir=run_dir, cwd=run_dir),
+                cwd=run_dir,
+                env=sandbox_env(run_dir),
+                stdin=code.encode("utf-8", "surrogatepass"),
+                timeout=self.timeout,
+                limits=self.limits,
+                max_output=self.max_output,
+                cgroup_procs=cgroup,
+            )
         note = failure_note(outcome, self.timeout)
         if note:
             return ToolResult(output=with_note(outcome.output, note), error=True)
