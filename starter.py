@@ -30,8 +30,11 @@ from datetime import timedelta
 from temporalio.client import Client, WorkflowHandle
 
 from agent_model.profiles import BUILTIN_PROFILES, UnknownAgent, get_profile
+from activities.token_count import count_prompt_tokens
+from activities.tools.registry import schemas
 from activities.tools.sandbox import SandboxUnavailable
 from agent_model.flow import DEFAULT_FLOW_TIMEOUT_SECONDS, FINALIZE_RESERVE_SECONDS, PlanningFlowInput, PlanningFlowResult
+from agent_model.messages import user_message
 from agent_model.run import AgentRunInput, AgentRunResult
 from config.settings import ConfigError, Settings, load_settings
 from runtime.cli import exit_now
@@ -200,8 +203,28 @@ WORKER_COMMANDS = {"run", "attach", "rewind", "answer", "show", "cancel"}
 """Commands that need a worker to make progress or answer queries and updates."""
 
 
+def check_task_fits(settings: Settings, args: argparse.Namespace) -> None:
+    """Refuse a task that alone exceeds the model's input limit, before starting."""
+    agents = args.agents if args.flow else [args.agent]
+    for agent in agents:
+        profile = get_profile(agent)
+        llm = settings.llm_profile(profile.llm)
+        if llm.max_input_tokens is None:
+            continue
+        needed = count_prompt_tokens(
+            llm.model, [user_message(args.task)], profile.system_prompt, schemas(profile.tools)
+        )
+        if needed > llm.max_input_tokens:
+            raise UsageError(
+                f"the task needs {needed} input tokens with agent {agent}, over max_input_tokens "
+                f"{llm.max_input_tokens} of {llm.model}; shorten it"
+            )
+
+
 async def main_async(args: argparse.Namespace, out=sys.stdout) -> int:
     settings = load_settings(args.config)
+    if command_of(args) == "run":
+        check_task_fits(settings, args)
     client = await connect(wait_seconds=await ensure_server(out))
     command = command_of(args)
     if command == "list":

@@ -48,7 +48,9 @@ def encoding_for(model: str) -> tiktoken.Encoding:
             return tiktoken.get_encoding(candidate)
         except Exception as e:  # tiktoken raises requests/OSError/ValueError when offline
             failures.append(f"{candidate}: {e.__class__.__name__}")
-    log.warning(
+    # Info, not a warning: expected on machines without internet access. The
+    # count is the same for cl100k models and close for o200k ones.
+    log.info(
         "counting tokens for %s with the bundled %s (tiktoken could not load %s)",
         model, OFFLINE_ENCODING, ", ".join(failures),
     )

@@ -72,3 +72,10 @@ def test_flow_with_an_unknown_executor_is_refused():
 
 def test_flow_timeout_must_leave_room_for_the_summary():
     assert_one_line_error(run_cli("--flow", "planning", "--timeout", "30", "do it"), "--timeout must be more than 60 s")
+
+
+def test_task_over_the_input_limit_is_refused(tmp_path):
+    config = tmp_path / "small.toml"
+    config.write_text('[llm]\nmodel = "gpt-4o"\napi_key = "sk-x"\nmax_input_tokens = 800\n')
+    proc = run_cli("--config", str(config), "word " * 2000)
+    assert_one_line_error(proc, "over max_input_tokens 800 of gpt-4o")
