@@ -44,7 +44,7 @@ from runtime import run_control
 from runtime.follow import follow, follow_flow
 from runtime.run_control import RunControlError
 from runtime.task_queue import has_live_worker
-from runtime.worker_factory import build_worker, check_worker_settings
+from runtime.worker_factory import build_worker, check_worker_settings, harden_worker_process
 from workflows import search_attributes
 from workflows.agent import AgentWorkflow
 from workflows.planning import PlanningFlowWorkflow
@@ -241,6 +241,7 @@ async def main_async(args: argparse.Namespace, out=sys.stdout) -> int:
     worker = contextlib.nullcontext()
     if needs_worker:  # checked before anything starts: nothing is left half-begun
         worker = build_worker(client, settings, check_worker_settings(settings))
+        harden_worker_process()
 
     if command in ("answer", "show", "cancel"):
         async with worker:

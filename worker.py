@@ -19,7 +19,7 @@ from activities.tools.sandbox import SandboxUnavailable
 from config.settings import ConfigError, load_settings
 from runtime.cli import exit_now
 from runtime.connection import TemporalUnreachable, connect
-from runtime.worker_factory import build_worker, check_worker_settings
+from runtime.worker_factory import build_worker, check_worker_settings, harden_worker_process
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -34,6 +34,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 async def run_worker(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     sandbox = check_worker_settings(settings)
+    harden_worker_process()
     client = await connect(wait_seconds=args.connect_timeout)
     worker = build_worker(client, settings, sandbox)
     stop = asyncio.Event()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import logging
 from datetime import timedelta
 from typing import Any
@@ -60,6 +61,20 @@ def check_worker_settings(settings: Settings) -> ToolSandbox:
     sandbox = tool_sandbox(settings)
     (log.info if sandbox.bwrap else log.warning)(sandbox.describe())
     return sandbox
+
+
+_PR_SET_DUMPABLE = 4
+
+
+def harden_worker_process() -> None:
+    """Mark this process non-dumpable: processes of the same user (the agent's
+    tools, when no sandbox hides the worker) can then neither read its
+    /proc/<pid>/environ, where OPENAI_API_KEY may be, nor ptrace it. Children
+    are dumpable again after exec, so tools are not affected otherwise."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux
+        log.info("cannot mark the worker non-dumpable on this platform")
 
 
 def build_worker(client: Client, settings: Settings, sandbox: ToolSandbox | None = None, **options: Any) -> Worker:

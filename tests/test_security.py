@@ -15,6 +15,8 @@ from tests.fake_openai import FakeOpenAI, Reply, call
 from tests.test_e2e import stop_all
 from workflows.agent import AgentWorkflow
 
+REPO = __import__("pathlib").Path(__file__).resolve().parent.parent
+
 pytestmark = pytest.mark.e2e
 
 SECRET_PREFIX = "sk-secret-"
@@ -103,3 +105,41 @@ async def test_the_key_never_reaches_history_or_tools(dev_env, tmp_path):
         assert texts, "the history should have payloads to search"
         assert not any(SECRET in t for t in texts), "the API key is in the run's history"
         assert SECRET not in history.to_json()
+
+
+NOBODY = 65534
+
+
+def environ_readable_by_same_user(harden: bool) -> list[str]:
+    """A stand-in worker running as an unprivileged user (root may read anything)
+    starts a process of the same user that tries to read the worker's environ."""
+    import os
+    import subprocess
+    import sys
+
+    # Imports happen before dropping to nobody, who cannot read root's Python;
+    # the reader is plain sh, started by the stand-in worker.
+    script = (
+        "import ctypes, os, subprocess\n"
+        "from runtime.worker_factory import harden_worker_process\n"
+        f"os.setgid({NOBODY}); os.setuid({NOBODY})\n"
+        # Changing uid clears the dumpable flag; a worker started as this user has it set.
+        "ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)\n"
+        f"if {harden}: harden_worker_process()\n"
+        "reader = subprocess.run(['sh', '-c', 'tr \"\\\\0\" \"\\\\n\" < /proc/$PPID/environ | grep -c sk-dump'],"
+        " capture_output=True, text=True)\n"
+        "print(reader.stdout.strip(), 'Permission denied' in reader.stderr)\n"
+    )
+    env = {**os.environ, "OPENAI_API_KEY": "sk-dump-test", "PYTHONDONTWRITEBYTECODE": "1"}
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=str(REPO)).stdout.split()
+
+
+def test_a_non_dumpable_worker_hides_its_environment_from_same_user_processes():
+    """Without the sandbox (e.g. in a container), tools run as the worker's user;
+    the worker marks itself non-dumpable so they cannot read its environment."""
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to act as two processes of another user")
+    assert environ_readable_by_same_user(harden=False) == ["1", "False"]  # the danger is real
+    assert environ_readable_by_same_user(harden=True) == ["0", "True"]
