@@ -16,17 +16,9 @@ from pathlib import Path
 
 from temporalio import activity
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ApplicationError
 
 from agent_model.tool_io import ToolRequest, ToolResult
-from activities.tools.process import (
-    ProcessLimits,
-    failure_note,
-    run_limited,
-    sandbox_env,
-    with_note,
-)
-from activities.tools.sandbox import ToolSandbox
+from activities.tools.process import ProcessTool, failure_note, required_string, with_note
 from activities.workspace import Workspace
 
 NAME = "bash"
@@ -82,52 +74,26 @@ OPTIONS: dict = {
 }
 
 
-class Bash:
-    def __init__(
-        self,
-        workspace: Workspace,
-        timeout: float = DEFAULT_TIMEOUT,
-        limits: ProcessLimits | None = None,
-        max_output: int = 20000,
-        sandbox: ToolSandbox | None = None,
-    ) -> None:
-        """timeout: wall-clock seconds per command (default 120).
-        limits: resource limits, default ProcessLimits().
-        max_output: characters of output returned (default 20000); the middle
-        of longer output is cut."""
-        self.workspace = workspace
-        self.timeout = timeout
-        self.limits = limits or ProcessLimits()
-        self.max_output = max_output
-        self.sandbox = sandbox or ToolSandbox.none()
+class Bash(ProcessTool):
+    def __init__(self, workspace: Workspace, timeout: float = DEFAULT_TIMEOUT, **options) -> None:
+        """timeout: seconds per command (default 120); options: see ProcessTool."""
+        super().__init__(workspace, timeout, **options)
 
     @activity.defn(name=NAME)
     async def run(self, request: ToolRequest) -> ToolResult:
-        command = request.arguments.get("command")
-        if not isinstance(command, str):
-            raise ApplicationError(
-                "bash needs a string argument 'command'.",
-                type="BadToolArguments",
-                non_retryable=True,
-            )
+        command = required_string(request.arguments, "command", NAME)
         run_dir = self.workspace.run_dir(request.workspace)
         start_dir = _start_dir(request.cwd, run_dir)
         # Outside the run directory, so the command cannot stumble over it.
         scratch = tempfile.mkdtemp(prefix="bash-cwd-")
         try:
             cwd_file = os.path.join(scratch, "cwd")
-            argv = ["bash", "--noprofile", "--norc", "-c", _with_cwd_report(command, cwd_file)]
-            with self.sandbox.process_group() as cgroup:
-                outcome = await run_limited(
-                    self.sandbox.command(argv, run_dir=run_dir, cwd=start_dir, writable=[Path(scratch)]),
-                    cwd=start_dir,
-                    env=sandbox_env(run_dir),
-                    stdin=None,
-                    timeout=self.timeout,
-                    limits=self.limits,
-                    max_output=self.max_output,
-                    cgroup_procs=cgroup,
-                )
+            outcome = await self.run_process(
+                ["bash", "--noprofile", "--norc", "-c", _with_cwd_report(command, cwd_file)],
+                run_dir=run_dir,
+                cwd=start_dir,
+                writable=(Path(scratch),),
+            )
             end_dir = _read_end_dir(cwd_file) or str(start_dir)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -19,6 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.tools.sandbox import ToolSandbox
+from activities.workspace import Workspace
 
 HEARTBEAT_INTERVAL = 2.0
 """Seconds between activity heartbeats while a child runs: well inside the
@@ -291,3 +295,53 @@ def _kill_group(group: int) -> None:
         os.killpg(group, signal.SIGKILL)
     except ProcessLookupError:  # everyone in it has already exited
         pass
+
+
+class ProcessTool:
+    """What python_execute and bash share: a timeout, limits, clipped output and
+    the sandbox around each child process."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        timeout: float,
+        limits: ProcessLimits | None = None,
+        max_output: int = 20000,
+        sandbox: ToolSandbox | None = None,
+    ) -> None:
+        """timeout: wall-clock seconds before the process is killed.
+        limits: resource limits, default ProcessLimits().
+        max_output: characters of output returned (default 20000); the middle
+        of longer output is cut.
+        sandbox: confinement of the process, default none (the worker passes
+        the one configured)."""
+        self.workspace = workspace
+        self.timeout = timeout
+        self.limits = limits or ProcessLimits()
+        self.max_output = max_output
+        self.sandbox = sandbox or ToolSandbox.none()
+
+    async def run_process(
+        self, argv: list[str], *, run_dir: Path, cwd: Path, stdin: bytes | None = None, writable: tuple[Path, ...] = ()
+    ) -> ProcessOutcome:
+        with self.sandbox.process_group() as cgroup:
+            return await run_limited(
+                self.sandbox.command(argv, run_dir=run_dir, cwd=cwd, writable=writable),
+                cwd=cwd,
+                env=sandbox_env(run_dir),
+                stdin=stdin,
+                timeout=self.timeout,
+                limits=self.limits,
+                max_output=self.max_output,
+                cgroup_procs=cgroup,
+            )
+
+
+def required_string(arguments: dict, name: str, tool: str) -> str:
+    """The string argument `name`, or a non-retryable BadToolArguments error."""
+    value = arguments.get(name)
+    if not isinstance(value, str):
+        raise ApplicationError(
+            f"{tool} needs a string argument '{name}'.", type="BadToolArguments", non_retryable=True
+        )
+    return value

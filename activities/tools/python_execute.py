@@ -7,17 +7,9 @@ from datetime import timedelta
 
 from temporalio import activity
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ApplicationError
 
 from agent_model.tool_io import ToolRequest, ToolResult
-from activities.tools.process import (
-    ProcessLimits,
-    failure_note,
-    run_limited,
-    sandbox_env,
-    with_note,
-)
-from activities.tools.sandbox import ToolSandbox
+from activities.tools.process import ProcessTool, failure_note, required_string, with_note
 from activities.workspace import Workspace
 
 NAME = "python_execute"
@@ -62,51 +54,26 @@ OPTIONS: dict = {
 }
 
 
-class PythonExecute:
-    def __init__(
-        self,
-        workspace: Workspace,
-        timeout: float = 30.0,
-        limits: ProcessLimits | None = None,
-        max_output: int = 20000,
-        sandbox: ToolSandbox | None = None,
-    ) -> None:
-        """timeout: wall-clock seconds before the program is killed (default 30).
-        limits: resource limits, default ProcessLimits().
-        max_output: characters of output returned (default 20000); the middle
-        of longer output is cut."""
-        self.workspace = workspace
-        self.timeout = timeout
-        self.limits = limits or ProcessLimits()
-        self.max_output = max_output
-        self.sandbox = sandbox or ToolSandbox.none()
+class PythonExecute(ProcessTool):
+    def __init__(self, workspace: Workspace, timeout: float = 30.0, **options) -> None:
+        """timeout: seconds before the program is killed (default 30); options:
+        see ProcessTool."""
+        super().__init__(workspace, timeout, **options)
 
     @activity.defn(name=NAME)
     async def run(self, request: ToolRequest) -> ToolResult:
-        code = request.arguments.get("code")
-        if not isinstance(code, str):
-            raise ApplicationError(
-                "python_execute needs a string argument 'code'.",
-                type="BadToolArguments",
-                non_retryable=True,
-            )
+        code = required_string(request.arguments, "code", NAME)
         run_dir = self.workspace.run_dir(request.workspace)
-        # -E -s: ignore PYTHON* variables and user site-packages, but keep the
-        #     run directory on sys.path so the agent can import its own modules
-        #     (which -I would forbid).
-        # -u: unbuffered, so output is in order and survives a kill.
-        argv = [sys.executable, "-E", "-s", "-u", "-"]
-        with self.sandbox.process_group() as cgroup:
-            outcome = await run_limited(
-                self.sandbox.command(argv, run_dir=run_dir, cwd=run_dir),
-                cwd=run_dir,
-                env=sandbox_env(run_dir),
-                stdin=code.encode("utf-8", "surrogatepass"),
-                timeout=self.timeout,
-                limits=self.limits,
-                max_output=self.max_output,
-                cgroup_procs=cgroup,
-            )
+        outcome = await self.run_process(
+            # -E -s: ignore PYTHON* variables and user site-packages, but keep the
+            #     run directory on sys.path so the agent can import its own
+            #     modules (which -I would forbid).
+            # -u: unbuffered, so output is in order and survives a kill.
+            [sys.executable, "-E", "-s", "-u", "-"],
+            run_dir=run_dir,
+            cwd=run_dir,
+            stdin=code.encode("utf-8", "surrogatepass"),
+        )
         note = failure_note(outcome, self.timeout)
         if note:
             return ToolResult(output=with_note(outcome.output, note), error=True)
