@@ -28,6 +28,9 @@ RETRYABLE_STATUS = {408, 409, 429}
 REASONING_MODEL_PREFIXES = ("o1", "o3", "o4")
 """Models that take max_completion_tokens and no temperature."""
 
+MAX_RETRY_INTERVAL = timedelta(seconds=60)
+"""Longest wait between think attempts, a Retry-After header included."""
+
 TOKEN_LIMIT_ERROR = "TokenLimitExceeded"
 NON_RETRYABLE_ERRORS = [TOKEN_LIMIT_ERROR, "LLMRequestRejected", "UnknownLLMProfile"]
 
@@ -40,7 +43,7 @@ THINK_OPTIONS: dict[str, Any] = dict(
         # Rate limits and outages pass; OpenManus waited up to 60 s, 6 attempts.
         initial_interval=timedelta(seconds=1),
         backoff_coefficient=2.0,
-        maximum_interval=timedelta(seconds=60),
+        maximum_interval=MAX_RETRY_INTERVAL,
         maximum_attempts=6,
         # Retrying these cannot succeed: the same request gets the same answer.
         non_retryable_error_types=NON_RETRYABLE_ERRORS,
@@ -90,7 +93,10 @@ def _retry_after(error: openai.APIStatusError) -> timedelta | None:
         seconds = float(value) if value is not None else None
     except ValueError:
         return None
-    return timedelta(seconds=seconds) if seconds is not None and seconds >= 0 else None
+    if seconds is None or seconds < 0:
+        return None
+    # Never wait longer than the retry policy's own longest interval.
+    return timedelta(seconds=min(seconds, MAX_RETRY_INTERVAL.total_seconds()))
 
 
 def classify(error: Exception, model: str) -> ApplicationError:

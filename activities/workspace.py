@@ -119,8 +119,9 @@ def _checked_name(name: str) -> str:
 
 
 PREPARE_WORKSPACE_OPTIONS: dict = {
-    # Creating a directory takes milliseconds; 30 s only covers a slow disk.
-    "start_to_close_timeout": timedelta(seconds=30),
+    # Creating a directory takes milliseconds; 10 s covers a slow disk and bounds
+    # how long a run waits when its worker dies mid-call (there is no heartbeat).
+    "start_to_close_timeout": timedelta(seconds=10),
     # Idempotent (mkdir exist_ok), so retrying a transient failure is safe.
     "retry_policy": RetryPolicy(maximum_attempts=5),
 }

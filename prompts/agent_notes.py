@@ -18,3 +18,8 @@ TOKEN_LIMIT_NOTE = "Stopped: the conversation no longer fits the model's input l
 HUMAN_TIMEOUT_OBSERVATION = (
     "No answer from the user within {seconds} seconds. Continue without it."
 )
+
+CONTENT_FILTER_NOTE = (
+    "Stopped: the provider's content filter withheld the model's reply "
+    "(finish_reason=content_filter)."
+)

@@ -200,7 +200,7 @@ def kill_tool_process(pid: int) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    if cmdline[1:4] != [b"-I", b"-u", b"-"] or not pid_alive(pid):
+    if cmdline[1:5] != [b"-E", b"-s", b"-u", b"-"] or not pid_alive(pid):
         return False
     try:
         os.killpg(pid, signal.SIGKILL)

@@ -162,6 +162,10 @@ class AgentWorkflow:
 
         response = await self._think()
         reply = response.message
+        if response.finish_reason == "content_filter" and not reply.tool_calls:
+            # Asking again gets the same verdict; going on without a reply helps nobody.
+            self.records.append(StepRecord(step=self.step, thought=reply.content, usage=response.usage))
+            raise _RunEnded(StopReason.CONTENT_FILTERED, agent_notes.CONTENT_FILTER_NOTE)
         record = StepRecord(step=self.step, thought=reply.content, usage=response.usage)
         self.memory.add(reply)
         try:

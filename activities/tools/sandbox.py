@@ -119,9 +119,12 @@ class ToolSandbox:
         problem = _bwrap_problem(bwrap)
         if problem and mode == "bwrap":
             raise SandboxUnavailable(f"tool sandbox: {problem}; install bubblewrap or set sandbox = \"auto\"")
+        cgroup_parent = _pids_cgroup_parent()
+        if cgroup_parent is not None:
+            _remove_stale_groups(cgroup_parent)
         return cls(
             bwrap=None if problem else bwrap,
-            cgroup_parent=_pids_cgroup_parent(),
+            cgroup_parent=cgroup_parent,
             workspace_root=Path(os.path.realpath(workspace_root)),
             hidden_files=tuple(Path(os.path.realpath(p)) for p in hidden_files if Path(p).exists()),
             max_pids=max_pids,
@@ -167,7 +170,8 @@ class ToolSandbox:
         if self.cgroup_parent is None:
             yield None
             return
-        group = self.cgroup_parent / f"call-{uuid.uuid4().hex[:12]}"
+        _remove_stale_groups(self.cgroup_parent)
+        group = self.cgroup_parent / f"call-{os.getpid()}-{uuid.uuid4().hex[:12]}"
         try:
             group.mkdir()
             (group / "pids.max").write_text(str(self.max_pids))
@@ -179,6 +183,20 @@ class ToolSandbox:
             yield str(group / "cgroup.procs")
         finally:
             _empty_and_remove(group)
+
+
+def _remove_stale_groups(parent: Path) -> None:
+    """Remove the cgroups of calls whose worker died before cleaning up (a
+    SIGKILLed worker never runs its `finally`). A group still in use by a live
+    worker is left alone: its name carries that worker's pid."""
+    for group in parent.glob("call-*"):
+        try:
+            worker_pid = int(group.name.split("-")[1])
+        except (IndexError, ValueError):
+            continue
+        if worker_pid == os.getpid() or Path(f"/proc/{worker_pid}").exists():
+            continue
+        _empty_and_remove(group)
 
 
 def _empty_and_remove(group: Path) -> None:

@@ -100,8 +100,9 @@ SCHEMA = {
 }
 
 OPTIONS: dict = {
-    # Reading or writing one small file takes milliseconds.
-    "start_to_close_timeout": timedelta(seconds=30),
+    # Reading or writing one file (at most 10 MiB) takes milliseconds; 10 s also
+    # bounds how long a run waits when its worker dies mid-call (no heartbeat).
+    "start_to_close_timeout": timedelta(seconds=10),
     "retry_policy": RetryPolicy(
         # Safe to retry: view only reads, and a retried edit or undo recognises
         # its own earlier attempt (see the module docstring) instead of repeating it.
