@@ -140,3 +140,17 @@ while True:
     # The worker is unharmed: it can still start processes and threads.
     assert subprocess.run([sys.executable, "-c", "import threading; t = threading.Thread(target=print); t.start(); t.join()"]).returncode == 0
     assert list(sandbox.cgroup_parent.glob("call-*")) == []
+
+
+def test_an_interpreter_under_tmp_stays_visible(tmp_path, monkeypatch):
+    """CI clones the repo (and its venv) under /tmp, which the sandbox replaces
+    with a private tmpfs: the interpreter's directories are bound back."""
+    import activities.tools.sandbox as sandbox_module
+
+    sandbox = ToolSandbox(bwrap="/usr/bin/bwrap", workspace_root=tmp_path / "root")
+    fake_venv = tmp_path / "venv"
+    monkeypatch.setattr(sandbox_module.sys, "prefix", str(fake_venv))
+    argv = sandbox.command(["python"], run_dir=tmp_path / "root" / "run", cwd=tmp_path / "root" / "run")
+    tmpfs = argv.index("/tmp")
+    bound = [argv[i + 1] for i, a in enumerate(argv) if a == "--ro-bind" and i > tmpfs]
+    assert str(fake_venv.resolve()) in bound

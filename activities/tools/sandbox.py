@@ -25,6 +25,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -155,6 +156,9 @@ class ToolSandbox:
         ]
         if self.workspace_root is not None:
             wrapped += ["--tmpfs", str(self.workspace_root)]
+        for kept in _interpreter_dirs():  # e.g. a venv under /tmp must stay visible
+            if _under(kept, Path("/tmp")) or (self.workspace_root and _under(kept, self.workspace_root)):
+                wrapped += ["--ro-bind", str(kept), str(kept)]
         for hidden in self.hidden_files:
             wrapped += ["--ro-bind", "/dev/null", str(hidden)]
         for path in (run_dir, *writable):
@@ -183,6 +187,16 @@ class ToolSandbox:
             yield str(group / "cgroup.procs")
         finally:
             _empty_and_remove(group)
+
+
+def _interpreter_dirs() -> list[Path]:
+    """Where the worker's Python lives: tools run this interpreter, so the private
+    /tmp (or the hidden workspace root) must not cover it."""
+    return sorted({Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+
+
+def _under(path: Path, directory: Path) -> bool:
+    return path == directory or directory in path.parents
 
 
 def _remove_stale_groups(parent: Path) -> None:
