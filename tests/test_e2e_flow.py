@@ -20,19 +20,11 @@ from tests.e2e_support import (
     wait_until,
 )
 from tests.fake_openai import Reply, call, turn_of
-from tests.test_e2e import appending_code, stop_all, tagged
+from tests.test_e2e import appending_code, python, stop_all, tagged, terminate
 from tests.test_planning_flow import FlowScript, plan_reply, step_number
 from workflows.planning import PlanningFlowWorkflow
 
 pytestmark = pytest.mark.e2e
-
-
-def python(code: str, delay: float = 0.0) -> Reply:
-    return Reply(tool_calls=[call("python_execute", {"code": code})], delay=delay)
-
-
-def terminate(answer: str) -> Reply:
-    return Reply(tool_calls=[call("terminate", {"status": "success", "answer": answer})])
 
 
 async def test_flow_survives_a_worker_crash_during_a_child(dev_env, fake_llm, tmp_path):
