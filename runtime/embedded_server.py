@@ -45,6 +45,11 @@ def start_dev_server_command(db_path: Path, port: int = 7233, ui_port: int = UI_
         "--sqlite-pragma", "journal_mode=wal",
         "--sqlite-pragma", "synchronous=normal",
         "--log-level", "warn",
+        # The dev server reads its transfer queue at 20 polls/s per shard by
+        # default, which makes every workflow task wait ~38 ms under load
+        # (BENCHMARKS.md, P1); a single-user server has no reason to throttle.
+        "--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000",
+        "--dynamic-config-value", "history.transferProcessorMaxPollHostRPS=1000",
         *search_attribute_flags(),
     ]
 
