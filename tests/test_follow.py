@@ -5,13 +5,10 @@ from __future__ import annotations
 import io
 import os
 import sys
-import uuid
 
-from agent_model.run import AgentRunInput
 from runtime.follow import follow
 from tests.fake_openai import Reply, call
-from tests.test_agent_workflow import PROFILE, terminate
-from workflows.agent import AgentWorkflow
+from tests.test_agent_workflow import PROFILE, start, terminate
 
 
 async def test_follow_prints_steps_and_answers_a_question(time_skipping_env, worker, settings, fake_llm, monkeypatch):
@@ -23,12 +20,7 @@ async def test_follow_prints_steps_and_answers_a_question(time_skipping_env, wor
     read_end, write_end = os.pipe()
     os.write(write_end, b"\nblue\n")  # an empty line first: refused, asked again
     monkeypatch.setattr(sys, "stdin", os.fdopen(read_end, "r"))
-    handle = await time_skipping_env.client.start_workflow(
-        AgentWorkflow.run,
-        AgentRunInput(task="t", profile=PROFILE),
-        id=f"follow-{uuid.uuid4().hex[:8]}",
-        task_queue=settings.task_queue,
-    )
+    handle = await start(time_skipping_env, settings, profile=PROFILE)
     out = io.StringIO()
     with time_skipping_env.auto_time_skipping_disabled():  # a person answers in real time
         result = await follow(handle, out, interactive=True)
@@ -45,12 +37,7 @@ async def test_follow_prints_steps_and_answers_a_question(time_skipping_env, wor
 
 async def test_follow_without_a_terminal_prints_the_question(time_skipping_env, worker, settings, fake_llm):
     fake_llm.turns = [Reply(tool_calls=[call("ask_human", {"inquire": "Proceed?"})]), terminate()]
-    handle = await time_skipping_env.client.start_workflow(
-        AgentWorkflow.run,
-        AgentRunInput(task="t", profile=PROFILE.model_copy(update={"human_timeout_seconds": 2})),
-        id=f"follow-{uuid.uuid4().hex[:8]}",
-        task_queue=settings.task_queue,
-    )
+    handle = await start(time_skipping_env, settings, profile=PROFILE.model_copy(update={"human_timeout_seconds": 2}))
     out = io.StringIO()
     with time_skipping_env.auto_time_skipping_disabled():
         result = await follow(handle, out, interactive=False)
@@ -69,12 +56,7 @@ async def test_progress_line_on_a_terminal_only(time_skipping_env, worker, setti
         Reply(tool_calls=[call("python_execute", {"code": "import time; time.sleep(1.5); print(2)"})]),
         terminate("done"),
     ]
-    handle = await time_skipping_env.client.start_workflow(
-        AgentWorkflow.run,
-        AgentRunInput(task="t", profile=PROFILE),
-        id=f"follow-{uuid.uuid4().hex[:8]}",
-        task_queue=settings.task_queue,
-    )
+    handle = await start(time_skipping_env, settings, profile=PROFILE)
     terminal = Terminal()
     await follow(handle, terminal, interactive=False)
     text = terminal.getvalue()
@@ -83,12 +65,7 @@ async def test_progress_line_on_a_terminal_only(time_skipping_env, worker, setti
     assert text.endswith("\r\x1b[K")
 
     fake_llm.turns = [terminate("plain")]
-    handle = await time_skipping_env.client.start_workflow(
-        AgentWorkflow.run,
-        AgentRunInput(task="t", profile=PROFILE),
-        id=f"follow-{uuid.uuid4().hex[:8]}",
-        task_queue=settings.task_queue,
-    )
+    handle = await start(time_skipping_env, settings, profile=PROFILE)
     plain = io.StringIO()
     await follow(handle, plain, interactive=False)
     assert "\x1b" not in plain.getvalue() and "\r" not in plain.getvalue()
