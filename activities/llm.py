@@ -16,10 +16,12 @@ from temporalio import activity
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
+from activities.think_context_cache import Resolved, ThinkContextCache
 from activities.token_count import count_prompt_tokens
 from agent_model.llm_io import ThinkRequest, ThinkResponse
 from agent_model.messages import Function, Message, Role, ToolCall
 from agent_model.usage import TokenUsage
+from agent_model.think_context import CONTEXT_MISSING_ERROR
 from config.settings import LLMSettings
 
 HEARTBEAT_INTERVAL = 2.0
@@ -36,7 +38,7 @@ CHAT_COMPLETIONS_PATH = "/chat/completions"
 """Relative to base_url; the Azure client maps it to its deployment URL."""
 
 TOKEN_LIMIT_ERROR = "TokenLimitExceeded"
-NON_RETRYABLE_ERRORS = [TOKEN_LIMIT_ERROR, "LLMRequestRejected", "UnknownLLMProfile"]
+NON_RETRYABLE_ERRORS = [TOKEN_LIMIT_ERROR, "LLMRequestRejected", "UnknownLLMProfile", CONTEXT_MISSING_ERROR]
 
 THINK_OPTIONS: dict[str, Any] = dict(
     # One model call may legitimately take minutes (long outputs, slow models).
@@ -75,18 +77,21 @@ def make_client(settings: LLMSettings) -> openai.AsyncOpenAI:
     )
 
 
-def request_params(settings: LLMSettings, request: ThinkRequest) -> dict[str, Any]:
-    messages = [m.to_openai() for m in request.messages]
-    if request.system_prompt:
-        messages.insert(0, {"role": "system", "content": request.system_prompt})
+def request_params(settings: LLMSettings, request: ThinkRequest, parts: Resolved | None = None) -> dict[str, Any]:
+    """The Chat Completions body. `parts`: the request's context as the cache
+    resolved it (default: the request is complete)."""
+    parts = parts or Resolved(request.system_prompt, request.messages, request.tools)
+    messages = [m.to_openai() for m in parts.messages]
+    if parts.system_prompt:
+        messages.insert(0, {"role": "system", "content": parts.system_prompt})
     params: dict[str, Any] = {"model": settings.model, "messages": messages, "stream": False}
     if is_reasoning_model(settings.model):
         params["max_completion_tokens"] = settings.max_tokens
     else:
         params["max_tokens"] = settings.max_tokens
         params["temperature"] = settings.temperature
-    if request.tools:
-        params["tools"] = request.tools
+    if parts.tools:
+        params["tools"] = parts.tools
         params["tool_choice"] = request.tool_choice.value
     return params
 
@@ -123,11 +128,13 @@ def classify(error: Exception, model: str) -> ApplicationError:
 
 
 class LLMActivities:
-    """Holds the worker's LLM settings (and keys); one client per LLM profile."""
+    """Holds the worker's LLM settings (and keys), one client per LLM profile,
+    and the runs' cached context windows."""
 
-    def __init__(self, llm_profiles: dict[str, LLMSettings]) -> None:
+    def __init__(self, llm_profiles: dict[str, LLMSettings], context_cache: ThinkContextCache | None = None) -> None:
         self._profiles = llm_profiles
         self._clients: dict[str, openai.AsyncOpenAI] = {}
+        self.context_cache = context_cache or ThinkContextCache()
 
     def _client(self, name: str) -> openai.AsyncOpenAI:
         if name not in self._clients:
@@ -141,10 +148,9 @@ class LLMActivities:
             raise ApplicationError(
                 f"the worker has no LLM profile {request.llm!r}", type="UnknownLLMProfile", non_retryable=True
             )
+        parts = self.context_cache.resolve(request)
         if settings.max_input_tokens is not None:
-            needed = count_prompt_tokens(
-                settings.model, request.messages, request.system_prompt, request.tools
-            )
+            needed = count_prompt_tokens(settings.model, parts.messages, parts.system_prompt, parts.tools)
             if needed > settings.max_input_tokens:
                 raise ApplicationError(
                     f"request needs {needed} input tokens, over the limit of {settings.max_input_tokens}",
@@ -159,7 +165,7 @@ class LLMActivities:
         # ~20 ms of CPU per call with a full memory window (BENCHMARKS.md, P1).
         call = asyncio.ensure_future(
             self._client(request.llm).post(
-                CHAT_COMPLETIONS_PATH, body=request_params(settings, request), cast_to=ChatCompletion
+                CHAT_COMPLETIONS_PATH, body=request_params(settings, request, parts), cast_to=ChatCompletion
             )
         )
         try:

@@ -10,14 +10,36 @@ from agent_model.messages import Message, ToolChoice
 from agent_model.usage import TokenUsage
 
 
+class ContextRef(BaseModel):
+    """Names the parts of a think request that the worker already holds, so
+    they are not sent (and written into the run's history) again. See
+    agent_model/think_context.py."""
+
+    key: str
+    """One run: "<workflow id>/<run id>"."""
+    window: list[int]
+    """Ids of the memory window's messages, in the order sent to the model."""
+    known_through: int = -1
+    """The worker holds the window's messages with ids up to this one; the
+    request's `messages` are the others, in window order."""
+    system_digest: str | None = None
+    """Digest of the system prompt; the request carries the text only when the
+    worker may not hold it."""
+    tools_digest: str | None = None
+    """Digest of the tool schemas, likewise."""
+
+
 class ThinkRequest(BaseModel):
     llm: str = "default"
     """Name of an LLM profile in the worker's config (`[llm]` or `[llm.<name>]`);
     never the key itself, which stays on the worker."""
     system_prompt: str | None = None
     messages: list[Message]
+    """The whole window, or with `context` only the messages the worker lacks."""
     tools: list[dict[str, Any]] | None = None
     tool_choice: ToolChoice = ToolChoice.AUTO
+    context: ContextRef | None = None
+    """None: the request is complete as it is."""
 
 
 class ThinkResponse(BaseModel):

@@ -22,10 +22,16 @@ class Memory(BaseModel):
     """
 
     messages: list[Message] = Field(default_factory=list)
+    ids: list[int] = Field(default_factory=list)
+    """ids[i] numbers messages[i]: 0, 1, 2, ... in the order added, never reused,
+    so a think can send each message once (agent_model/think_context.py)."""
     max_messages: int = DEFAULT_MAX_MESSAGES
+    next_id: int = 0
 
     def add(self, message: Message) -> None:
         self.messages.append(message)
+        self.ids.append(self.next_id)
+        self.next_id += 1
         self._trim()
 
     def extend(self, messages: list[Message]) -> None:
@@ -44,12 +50,18 @@ class Memory(BaseModel):
         """What is sent to the model: the whole (already bounded) memory."""
         return list(self.messages)
 
+    def numbered_window(self) -> list[tuple[int, Message]]:
+        """The window with each message's id; ids increase along it."""
+        return list(zip(self.ids, self.messages))
+
     def _trim(self) -> None:
         request = self.request
-        rest = [m for m in self.messages if m is not request]
+        rest = [i for i, m in enumerate(self.messages) if m is not request]
         if len(rest) <= self.max_messages:
             return
         start = len(rest) - self.max_messages
-        while start > 0 and rest[start].role == Role.TOOL:
+        while start > 0 and self.messages[rest[start]].role == Role.TOOL:
             start -= 1  # back to the assistant message that made these calls
-        self.messages = ([request] if request is not None else []) + rest[start:]
+        kept = [i for i, m in enumerate(self.messages) if m is request] + rest[start:]
+        self.messages = [self.messages[i] for i in kept]
+        self.ids = [self.ids[i] for i in kept]

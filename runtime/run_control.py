@@ -17,6 +17,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from agent_model.flow import PlanningFlowResult
 from agent_model.plan import Plan, StepStatus
 from agent_model.run import AgentRunResult, HumanAnswer, HumanQuestion, StepRecord
+from agent_model.think_context import CONTEXT_MISSING_ERROR
 from workflows import search_attributes
 from workflows.agent import AgentWorkflow
 from workflows.planning import PlanningFlowWorkflow
@@ -217,11 +218,20 @@ async def rewind(client: Client, run_id: str, to_step: int, out: TextIO) -> str:
     if description.parent_id:
         raise RunControlError(f"run {run_id} is a step of flow {description.parent_id}; rewind works on top-level runs")
     history = await client.get_workflow_handle(run_id).fetch_history()
+    # A think that found its worker without the run's context was sent again
+    # whole; the resend, not the miss, is that step's think.
+    context_misses = {
+        e.activity_task_failed_event_attributes.scheduled_event_id
+        for e in history.events
+        if e.HasField("activity_task_failed_event_attributes")
+        and e.activity_task_failed_event_attributes.failure.application_failure_info.type == CONTEXT_MISSING_ERROR
+    }
     think_scheduled = [
         e
         for e in history.events
         if e.HasField("activity_task_scheduled_event_attributes")
         and e.activity_task_scheduled_event_attributes.activity_type.name == "think"
+        and e.event_id not in context_misses
     ]
     steps = len(think_scheduled)
     if not 0 <= to_step < steps:

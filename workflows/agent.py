@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from agent_model.state import AgentState, StopReason
     from agent_model.stuck import is_stuck, reply_signature
+    from agent_model.think_context import CONTEXT_MISSING_ERROR, ContextSync
     from agent_model.tool_io import ToolRequest, ToolResult
     from agent_model.usage import TokenUsage
     from prompts import agent_notes
@@ -89,6 +90,7 @@ class AgentWorkflow:
         self.hinted: set[str] = set()
         self.plans = PlanBook()
         self.workspace = run.workspace or workspace_name_for(workflow.info().workflow_id)
+        self.context = ContextSync(key=f"{workflow.info().workflow_id}/{workflow.info().run_id}")
 
     # ---- the loop -----------------------------------------------------------
 
@@ -226,30 +228,37 @@ class AgentWorkflow:
     async def _think(self) -> ThinkResponse:
         profile = self.profile
         assert profile is not None
-        request = ThinkRequest(
-            llm=profile.llm,
-            system_prompt=self._fill(profile.system_prompt) or None,
-            messages=self.memory.window(),
-            tools=schemas(profile.tools) or None,
-            tool_choice=profile.tool_choice,
-        )
-        try:
-            response = await workflow.execute_activity(
-                "think",
-                request,
-                result_type=ThinkResponse,
-                summary=f"think {self.step}/{profile.max_steps} · {profile.name}",
-                # A cancelled run ends only once the call is really abandoned.
-                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                **THINK_OPTIONS,
+        while True:
+            request = self.context.build(
+                llm=profile.llm,
+                system_prompt=self._fill(profile.system_prompt) or None,
+                window=self.memory.numbered_window(),
+                tools=schemas(profile.tools) or None,
+                tool_choice=profile.tool_choice,
             )
-        except ActivityError as e:
-            cause = e.cause
-            if isinstance(cause, ApplicationError) and cause.type == TOKEN_LIMIT_ERROR:
-                raise _RunEnded(
-                    StopReason.TOKEN_LIMIT, fill(agent_notes.TOKEN_LIMIT_NOTE, detail=cause.message)
-                ) from None
-            raise
+            complete = self.context.is_complete(request)
+            try:
+                response = await workflow.execute_activity(
+                    "think",
+                    request,
+                    result_type=ThinkResponse,
+                    summary=f"think {self.step}/{profile.max_steps} · {profile.name}",
+                    # A cancelled run ends only once the call is really abandoned.
+                    cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                    **THINK_OPTIONS,
+                )
+                break
+            except ActivityError as e:
+                cause = e.cause
+                if isinstance(cause, ApplicationError) and cause.type == CONTEXT_MISSING_ERROR and not complete:
+                    self.context.forget()  # that worker lost the window: send all of it
+                    continue
+                if isinstance(cause, ApplicationError) and cause.type == TOKEN_LIMIT_ERROR:
+                    raise _RunEnded(
+                        StopReason.TOKEN_LIMIT, fill(agent_notes.TOKEN_LIMIT_NOTE, detail=cause.message)
+                    ) from None
+                raise
+        self.context.confirm(request)
         self.usage = self.usage + response.usage
         return response
 

@@ -1,0 +1,121 @@
+"""The worker's side of agent_model/think_context.py: each run's current
+window, so a think request needs to carry only what is new.
+
+Bounded by size, least recently used run first. Losing an entry is never an
+error for the run: the activity says ThinkContextMissing and the workflow sends
+the complete request again.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from temporalio.exceptions import ApplicationError
+
+from agent_model.llm_io import ThinkRequest
+from agent_model.messages import Message
+from agent_model.think_context import CONTEXT_MISSING_ERROR
+
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+"""Approximate text held for all runs together (256 MiB). A full 100-message
+window of 10 KB observations is ~1 MB, so this keeps a few hundred busy runs."""
+
+
+TOOL_SCHEMA_SIZE = 2048
+"""Bytes counted per tool schema (an estimate: schemas are small and fixed)."""
+
+
+def message_size(message: Message) -> int:
+    size = 64 + len(message.content or "") + len(message.base64_image or "")
+    for call in message.tool_calls or []:
+        size += 64 + len(call.function.arguments)
+    return size
+
+
+@dataclass
+class _Entry:
+    messages: dict[int, Message] = field(default_factory=dict)
+    system: tuple[str, str] | None = None
+    tools: tuple[str, list[dict[str, Any]]] | None = None
+    size: int = 0
+
+
+@dataclass
+class Resolved:
+    system_prompt: str | None
+    messages: list[Message]
+    tools: list[dict[str, Any]] | None
+
+
+class ThinkContextCache:
+    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._size = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def resolve(self, request: ThinkRequest) -> Resolved:
+        """The complete request; remembers it for the run's next think.
+        Raises a non-retryable ThinkContextMissing ApplicationError when the
+        request refers to something this worker does not hold."""
+        ref = request.context
+        if ref is None:
+            return Resolved(request.system_prompt, request.messages, request.tools)
+        entry = self._entries.get(ref.key) or _Entry()
+        new = iter(request.messages)
+        messages: list[Message] = []
+        missing = 0
+        for message_id in ref.window:
+            message = next(new, None) if message_id > ref.known_through else entry.messages.get(message_id)
+            if message is None:
+                missing += 1
+            else:
+                messages.append(message)
+        system = self._part(request.system_prompt, ref.system_digest, entry.system)
+        tools = self._part(request.tools, ref.tools_digest, entry.tools)
+        if missing or system is _MISSING or tools is _MISSING or next(new, None) is not None:
+            self.misses += 1
+            raise ApplicationError(
+                f"this worker does not hold the run's earlier messages ({missing} of {len(ref.window)} "
+                "missing); the workflow sends them again",
+                type=CONTEXT_MISSING_ERROR,
+                non_retryable=True,
+            )
+        self._store(ref.key, ref.window, messages, ref.system_digest, system, ref.tools_digest, tools)
+        return Resolved(system, messages, tools)
+
+    @staticmethod
+    def _part(sent: Any, wanted: str | None, held: tuple[str, Any] | None) -> Any:
+        if wanted is None or sent is not None:
+            return sent
+        if held is not None and held[0] == wanted:
+            return held[1]
+        return _MISSING
+
+    def _store(self, key, window, messages, system_digest, system, tools_digest, tools) -> None:
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self._size -= old.size
+        entry = _Entry(
+            messages=dict(zip(window, messages)),
+            system=(system_digest, system) if system_digest else None,
+            tools=(tools_digest, tools) if tools_digest else None,
+        )
+        entry.size = sum(map(message_size, messages)) + len(system or "") + TOOL_SCHEMA_SIZE * len(tools or [])
+        self._entries[key] = entry
+        self._size += entry.size
+        while self._size > self.max_bytes and len(self._entries) > 1:
+            _, evicted = self._entries.popitem(last=False)
+            self._size -= evicted.size
+
+
+_MISSING = object()

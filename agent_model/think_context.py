@@ -1,0 +1,96 @@
+"""Sending each message to the think activity once.
+
+Every LLM call needs the whole memory window, the system prompt and the tool
+schemas. Sent whole to every think, an observation is written into the run's
+history once per later think until it leaves the window (~33 times with the
+default 100-message window), so history grows quadratically and a long run
+reaches the server's history limit (BENCHMARKS.md, P2).
+
+Instead the workflow numbers its messages (Memory.ids) and remembers what the
+worker has been sent and acknowledged. A think then carries the window as ids,
+the messages the worker lacks, and the system prompt and tools only when they
+changed. The worker keeps each run's window in a cache
+(activities/think_context_cache.py) and rebuilds the full request. If that
+worker no longer has it (restarted, evicted, or the task went to another
+worker), the activity fails at once with CONTEXT_MISSING_ERROR and the workflow
+sends the complete request, which the worker then caches.
+
+ContextSync is workflow state; it changes only on activity results, so replay
+rebuilds it exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import BaseModel
+
+from agent_model.llm_io import ContextRef, ThinkRequest
+from agent_model.messages import Message, ToolChoice
+
+CONTEXT_MISSING_ERROR = "ThinkContextMissing"
+"""ApplicationError type of a think whose worker lacks what the request refers to."""
+
+
+def digest(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+class ContextSync(BaseModel):
+    """What the worker's context cache holds for one run, as far as the workflow knows."""
+
+    key: str
+    known_through: int = -1
+    system_digest: str | None = None
+    tools_digest: str | None = None
+
+    def build(
+        self,
+        llm: str,
+        system_prompt: str | None,
+        window: list[tuple[int, Message]],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: ToolChoice,
+    ) -> ThinkRequest:
+        system_digest, tools_digest = digest(system_prompt), digest(tools)
+        return ThinkRequest(
+            llm=llm,
+            system_prompt=None if system_digest == self.system_digest else system_prompt,
+            messages=[m for i, m in window if i > self.known_through],
+            tools=None if tools_digest == self.tools_digest else tools,
+            tool_choice=tool_choice,
+            context=ContextRef(
+                key=self.key,
+                window=[i for i, _ in window],
+                known_through=self.known_through,
+                system_digest=system_digest,
+                tools_digest=tools_digest,
+            ),
+        )
+
+    @staticmethod
+    def is_complete(request: ThinkRequest) -> bool:
+        """True if the request refers to nothing the worker must already hold."""
+        ref = request.context
+        return ref is None or (
+            len(request.messages) == len(ref.window)
+            and (ref.system_digest is None or request.system_prompt is not None)
+            and (ref.tools_digest is None or request.tools is not None)
+        )
+
+    def confirm(self, request: ThinkRequest) -> None:
+        """The think succeeded: its worker now holds the request's whole context."""
+        ref = request.context
+        assert ref is not None
+        self.known_through = max([self.known_through, *ref.window])
+        self.system_digest, self.tools_digest = ref.system_digest, ref.tools_digest
+
+    def forget(self) -> None:
+        """The worker lacked the context: the next request is sent complete."""
+        self.known_through = -1
+        self.system_digest = self.tools_digest = None
