@@ -58,6 +58,43 @@ class AgentStatus(BaseModel):
     pending_question: HumanQuestion | None = None
 
 
+RESULT_TEXT_BUDGET = 256_000
+"""Characters of thoughts, tool arguments and observations that a run's result
+carries. Temporal refuses payloads over 2 MiB (and warns from 512 KiB), so a
+long run's result must not grow with every step; the full texts stay in the
+run's history and in its `steps` query."""
+RESULT_MIN_FIELD = 200
+"""No text in a result is cut below this many characters."""
+
+
+def cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n... [{len(text) - limit} more characters in the run's history]"
+
+
+def fit_records(records: list[StepRecord], budget: int = RESULT_TEXT_BUDGET) -> list[StepRecord]:
+    """The records, with their longest texts cut so that together they stay
+    near `budget` characters; unchanged when they already fit."""
+    texts = [len(r.thought or "") for r in records]
+    texts += [len(t) for r in records for c in r.tool_calls for t in (c.arguments, c.observation)]
+    if sum(texts) <= budget:
+        return records
+    limit = max(RESULT_MIN_FIELD, budget // max(1, sum(1 for n in texts if n)))
+    return [
+        r.model_copy(
+            update={
+                "thought": cut(r.thought, limit) if r.thought else r.thought,
+                "tool_calls": [
+                    c.model_copy(update={"arguments": cut(c.arguments, limit), "observation": cut(c.observation, limit)})
+                    for c in r.tool_calls
+                ],
+            }
+        )
+        for r in records
+    ]
+
+
 class AgentRunResult(BaseModel):
     agent: str
     state: AgentState

@@ -19,7 +19,7 @@ from agent_model.messages import (
 )
 from agent_model.profiles import BUILTIN_PROFILES, UnknownAgent, get_profile
 from agent_model.prompting import fill
-from agent_model.run import AgentRunResult
+from agent_model.run import AgentRunResult, StepRecord, ToolCallRecord, fit_records
 from agent_model.state import AgentState, StopReason
 from agent_model.stuck import is_stuck
 from activities.tools.registry import TOOLS
@@ -190,3 +190,31 @@ def test_result_succeeded_only_for_finished_tasks():
     assert not result(AgentState.FINISHED, StopReason.GAVE_UP).succeeded
     assert not result(AgentState.ERROR, StopReason.ERROR).succeeded
     assert not result(AgentState.CANCELLED, StopReason.CANCELLED).succeeded
+
+
+def _records(steps: int, observation_chars: int) -> list[StepRecord]:
+    return [
+        StepRecord(
+            step=i,
+            thought=f"thought {i}",
+            tool_calls=[ToolCallRecord(id=f"c{i}", name="bash", arguments='{"command": "ls"}',
+                                       observation=str(i % 10) * observation_chars)],
+        )
+        for i in range(1, steps + 1)
+    ]
+
+
+def test_records_that_fit_the_result_budget_are_returned_whole():
+    records = _records(10, 1000)
+    assert fit_records(records, budget=100_000) is records
+
+
+def test_long_runs_carry_cut_texts_within_the_budget():
+    records = _records(300, 10_000)  # 3 MB of observations
+    fitted = fit_records(records, budget=256_000)
+    carried = sum(len(c.observation) + len(c.arguments) + len(r.thought or "") for r in fitted for c in r.tool_calls)
+    assert carried < 300_000
+    first = fitted[0].tool_calls[0]
+    assert first.observation.startswith("1" * 200) and "more characters in the run's history" in first.observation
+    assert fitted[0].thought == "thought 1" and first.arguments == '{"command": "ls"}'  # short texts stay whole
+    assert records[0].tool_calls[0].observation == "1" * 10_000  # the run's own records are not changed

@@ -180,3 +180,21 @@ async def test_a_finished_run_tells_its_story(harness, fake_llm, dev_env):
     await asyncio.sleep(1)  # visibility is eventually consistent
     found = [w.id async for w in dev_env.client.list_workflows(f'AgentState = "FINISHED" AND AgentName = "manus"')]
     assert handle.id in found
+
+
+async def test_agent_step_is_published_every_few_steps_and_exactly_at_the_end(harness, fake_llm):
+    steps = 2 * search_attributes.AGENT_STEP_INTERVAL + 2
+    fake_llm.turns = [python(f"print({i})") for i in range(steps - 1)] + [terminate("done")]
+    handle = await harness.start()
+    await handle.result()
+
+    published = []
+    async for event in handle.fetch_history_events():
+        if event.HasField("upsert_workflow_search_attributes_event_attributes"):
+            fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
+            published.append((json.loads(fields["AgentStep"].data) if "AgentStep" in fields else None,
+                              json.loads(fields["AgentState"].data) if "AgentState" in fields else None))
+    interval = search_attributes.AGENT_STEP_INTERVAL
+    assert published == [(interval, None), (2 * interval, None), (steps, "FINISHED")]
+    description = await handle.describe()
+    assert description.typed_search_attributes.get(search_attributes.AGENT_STEP) == steps

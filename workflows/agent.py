@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         HumanQuestion,
         StepRecord,
         ToolCallRecord,
+        fit_records,
     )
     from agent_model.state import AgentState, StopReason
     from agent_model.stuck import is_stuck, reply_signature
@@ -149,7 +150,7 @@ class AgentWorkflow:
             final_answer=self.final_answer,
             note=note,
             steps_taken=self.step,
-            steps=self.records,
+            steps=fit_records(self.records),
             usage=self.usage,
             directory=self.directory or None,
         )
@@ -382,7 +383,7 @@ class AgentWorkflow:
         if note:
             lines.append(f"**note** {note}")
         workflow.set_current_details("  \n".join(lines))
-        search_attributes.upsert(self.state.value, self.step)
+        search_attributes.upsert(self.state.value, self.step, search_attributes.AGENT_STEP_INTERVAL)
 
     # ---- queries and updates -------------------------------------------------------
 
