@@ -28,10 +28,6 @@ from workflows import search_attributes
 from workflows.agent import AgentWorkflow
 
 REPO_DIR = Path(__file__).resolve().parent.parent
-UNTHROTTLED = ["history.transferProcessorMaxPollRPS=1000", "history.transferProcessorMaxPollHostRPS=1000"]
-"""Dev-server settings that lift the transfer queue's read throttle (default 20
-reads/s per shard), which otherwise adds ~40 ms to every workflow task once a
-run is busy (see BENCHMARKS.md, P1)."""
 SERVER_START_SECONDS = 60.0
 """Longest wait for the dev server to answer."""
 

@@ -93,10 +93,12 @@ class RssSampler:
 
 
 class P3:
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, workflow_sandbox: bool = True) -> None:
         self.ctx = ctx
         self.root = ctx.workspace("p3")
-        self.settings = bench_settings(ctx.fake.base_url, self.root)
+        self.settings = bench_settings(ctx.fake.base_url, self.root).model_copy(
+            update={"workflow_sandbox": workflow_sandbox}
+        )
         self.profile = bench_profile(STEPS, [TOOL])
         self.script = {"tool": TOOL, "args": {"command": "view", "path": NOTES}, "delay": LATENCY}
 
@@ -127,8 +129,10 @@ class P3:
         return elapsed, ids
 
 
-async def measure(ctx: Context, runs: int, options: dict[str, Any], reps: int) -> dict[str, Any]:
-    p = P3(ctx)
+async def measure(
+    ctx: Context, runs: int, options: dict[str, Any], reps: int, workflow_sandbox: bool = True
+) -> dict[str, Any]:
+    p = P3(ctx, workflow_sandbox)
     alone, total = Samples(), Samples()
     async with build_worker(ctx.client, p.settings, **options):
         await p.one()  # warm-up
@@ -154,7 +158,7 @@ async def measure(ctx: Context, runs: int, options: dict[str, Any], reps: int) -
         "fake_lag_p50": statistics.median(lag) if lag else float("nan"),
         "fake_lag_p99": lag[int(0.99 * (len(lag) - 1))] if lag else float("nan"),
         "requests": len(requests),
-        "options": describe(options),
+        "options": describe(options) + ("" if workflow_sandbox else "; `[worker] workflow_sandbox = false`"),
         "cpu": median_cpu(meters),
     }
 
@@ -211,10 +215,14 @@ def cpu_cell(cpu: dict[str, float], steps: int) -> str:
 async def run(ctx: Context) -> Section:
     runs = 40 if ctx.quick else 200
     section = Section("P3 scale")
-    variants = [("defaults", {}, 1), ("tuned", tuned_options(runs), 1 if ctx.quick else 2)]
+    variants = [
+        ("defaults", {}, 1, True),
+        ("tuned", tuned_options(runs), 1 if ctx.quick else 2, True),
+        ("tuned, sandbox off", tuned_options(runs), 1, False),
+    ]
     results = {}
-    for label, options, reps in variants:
-        results[label] = await measure(ctx, runs, options, reps)
+    for label, options, reps, workflow_sandbox in variants:
+        results[label] = await measure(ctx, runs, options, reps, workflow_sandbox)
     bare = await measure_bare(ctx, runs, tuned_options(runs))
     tuned = results["tuned"]
     section.markdown += [
@@ -248,6 +256,7 @@ async def run(ctx: Context) -> Section:
     section.summary += [
         (f"P3 {runs} runs / one run, wall (tuned)", f"{tuned['ratio']:.2f}", f"<= {TARGET}", verdict(tuned["ratio"], TARGET)),
         (f"P3 {runs} runs / one run, wall (defaults)", f"{results['defaults']['ratio']:.2f}", "", ""),
+        (f"P3 {runs} runs / one run, wall (tuned, sandbox off)", f"{results['tuned, sandbox off']['ratio']:.2f}", "", ""),
         (f"P3 {runs} runs / one run, bare Temporal loop", f"{bare['ratio']:.2f}", "", ""),
         ("P3 peak RSS, benchmark process", f"{peak_rss_mib():.0f} MiB", "", ""),
     ]

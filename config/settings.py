@@ -51,6 +51,11 @@ class Settings(BaseModel):
     tool_sandbox: Literal["auto", "bwrap", "none"] = "auto"
     """Confinement of python_execute/bash processes (activities/tools/sandbox.py):
     auto = bubblewrap and a pids cgroup where the machine has them."""
+    workflow_sandbox: bool = True
+    """Run workflow code in Temporal's sandbox, which rejects non-deterministic
+    calls (clocks, I/O, randomness) as they happen. Off saves ~3 ms of worker
+    CPU per agent step (BENCHMARKS.md); determinism then rests on the replay
+    tests alone."""
     source: str = "environment"
     """Where the settings came from, for messages."""
 
@@ -113,7 +118,8 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     it exists. A file named explicitly must exist. Environment variables
     OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL override `[llm]`;
     WORKSPACE_ROOT overrides `[workspace] root`; DURABLE_MANUS_TOOL_SANDBOX
-    overrides `[tools] sandbox`; TEMPORAL_TASK_QUEUE sets the task queue.
+    overrides `[tools] sandbox`; DURABLE_MANUS_WORKFLOW_SANDBOX (1/0, true/false)
+    overrides `[worker] workflow_sandbox`; TEMPORAL_TASK_QUEUE sets the task queue.
     """
     env = os.environ if env is None else env
     explicit = path or env.get("DURABLE_MANUS_CONFIG")
@@ -131,7 +137,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"{file}: not valid TOML ({e})") from None
 
-    unknown = set(data) - {"llm", "workspace", "tools"}
+    unknown = set(data) - {"llm", "workspace", "tools", "worker"}
     if unknown:
         raise ConfigError(f"{source}: unknown section [{sorted(unknown)[0]}]")
     llm = _parse_llm(source, data.get("llm", {}), env)
@@ -153,10 +159,22 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     if sandbox not in ("auto", "bwrap", "none"):
         raise ConfigError(f"{source}: [tools] sandbox must be \"auto\", \"bwrap\" or \"none\", not {sandbox!r}")
 
+    worker = data.get("worker", {})
+    if not isinstance(worker, Mapping) or set(worker) - {"workflow_sandbox"}:
+        raise ConfigError(f"{source}: [worker] accepts only the field workflow_sandbox")
+    workflow_sandbox = worker.get("workflow_sandbox", True)
+    if "DURABLE_MANUS_WORKFLOW_SANDBOX" in env:
+        workflow_sandbox = {"1": True, "true": True, "0": False, "false": False}.get(
+            env["DURABLE_MANUS_WORKFLOW_SANDBOX"].strip().lower(), env["DURABLE_MANUS_WORKFLOW_SANDBOX"]
+        )
+    if not isinstance(workflow_sandbox, bool):
+        raise ConfigError(f"{source}: [worker] workflow_sandbox must be true or false, not {workflow_sandbox!r}")
+
     return Settings(
         llm=llm,
         workspace_root=root,
         task_queue=env.get("TEMPORAL_TASK_QUEUE") or DEFAULT_TASK_QUEUE,
         tool_sandbox=sandbox,
+        workflow_sandbox=workflow_sandbox,
         source=source,
     )

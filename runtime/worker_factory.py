@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.llm import LLMActivities
@@ -60,6 +60,8 @@ def check_worker_settings(settings: Settings) -> ToolSandbox:
         encoding_for(llm.model)
     sandbox = tool_sandbox(settings)
     (log.info if sandbox.bwrap else log.warning)(sandbox.describe())
+    if not settings.workflow_sandbox:
+        log.warning("workflow sandbox: OFF ([worker] workflow_sandbox = false); determinism is not checked at run time")
     return sandbox
 
 
@@ -77,6 +79,14 @@ def harden_worker_process() -> None:
         log.info("cannot mark the worker non-dumpable on this platform")
 
 
+def workflow_runner(settings: Settings) -> WorkflowRunner:
+    if not settings.workflow_sandbox:
+        return UnsandboxedWorkflowRunner()
+    return SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
+    )
+
+
 def build_worker(client: Client, settings: Settings, sandbox: ToolSandbox | None = None, **options: Any) -> Worker:
     options.setdefault("graceful_shutdown_timeout", GRACEFUL_SHUTDOWN)
     return Worker(
@@ -84,8 +94,6 @@ def build_worker(client: Client, settings: Settings, sandbox: ToolSandbox | None
         task_queue=settings.task_queue,
         workflows=WORKFLOWS,
         activities=activities_for(settings, sandbox),
-        workflow_runner=SandboxedWorkflowRunner(
-            restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
-        ),
+        workflow_runner=workflow_runner(settings),
         **options,
     )

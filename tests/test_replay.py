@@ -17,7 +17,10 @@ import re
 
 import pytest
 from temporalio.client import WorkflowHistory
+from temporalio.worker import UnsandboxedWorkflowRunner
 from temporalio.workflow import NondeterminismError
+
+from runtime.worker_factory import build_worker, workflow_runner
 
 from tests.record_history import (
     HISTORY_PATH,
@@ -26,7 +29,7 @@ from tests.record_history import (
     replayer,
 )
 from tests.fake_openai import Reply, call
-from tests.test_agent_workflow import python, terminate
+from tests.test_agent_workflow import python, start, terminate
 from tests.test_planning_flow import FlowScript, plan_reply, start_flow
 
 
@@ -116,3 +119,16 @@ async def test_planning_flow_history_replays(time_skipping_env, worker, settings
     await replayer().replay_workflow(history)
     child = await time_skipping_env.client.get_workflow_handle(f"{handle.id}/step-1").fetch_history()
     await replayer().replay_workflow(child)
+
+
+
+async def test_a_run_on_an_unsandboxed_worker_replays_in_the_sandbox(time_skipping_env, settings, fake_llm):
+    """[worker] workflow_sandbox = false changes how workflow code is run, not
+    what it decides: the same history replays under the sandbox."""
+    unsandboxed = settings.model_copy(update={"workflow_sandbox": False})
+    assert isinstance(workflow_runner(unsandboxed), UnsandboxedWorkflowRunner)
+    fake_llm.turns = [python("print(6*7)"), terminate("42")]
+    async with build_worker(time_skipping_env.client, unsandboxed):
+        handle = await start(time_skipping_env, unsandboxed, task="six times seven")
+        assert (await handle.result()).final_answer == "42"
+    assert (await replayer().replay_workflow(await handle.fetch_history())).replay_failure is None

@@ -79,3 +79,25 @@ def test_unreadable_file(tmp_path):
     path.write_bytes(b"\xff\xfe\x00")
     with pytest.raises(ConfigError, match="cannot read config file"):
         load_settings(path, env={})
+
+
+def test_workflow_sandbox_is_on_unless_turned_off(tmp_path):
+    assert load_settings(EXAMPLE, env={}).workflow_sandbox is True
+    off = write(tmp_path, "[worker]\nworkflow_sandbox = false\n")
+    assert load_settings(off, env={}).workflow_sandbox is False
+    assert load_settings(off, env={"DURABLE_MANUS_WORKFLOW_SANDBOX": "1"}).workflow_sandbox is True
+    assert load_settings(EXAMPLE, env={"DURABLE_MANUS_WORKFLOW_SANDBOX": "false"}).workflow_sandbox is False
+
+
+@pytest.mark.parametrize(
+    "text, env, message",
+    [
+        ("[worker]\nworkflow_sandbox = 'no'\n", {}, "config.toml: [worker] workflow_sandbox must be true or false, not 'no'"),
+        ("[worker]\nsandbox = true\n", {}, "config.toml: [worker] accepts only the field workflow_sandbox"),
+        ("", {"DURABLE_MANUS_WORKFLOW_SANDBOX": "maybe"}, "workflow_sandbox must be true or false, not 'maybe'"),
+    ],
+)
+def test_bad_workflow_sandbox_values(tmp_path, text, env, message):
+    with pytest.raises(ConfigError) as err:
+        load_settings(write(tmp_path, text), env=env)
+    assert message in str(err.value) and "\n" not in str(err.value)
