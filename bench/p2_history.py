@@ -24,6 +24,7 @@ from temporalio.client import WorkflowFailureError
 from bench.common import bench_profile, bench_settings, check_result, log, start_agent
 from bench.context import Context, Section
 from runtime.worker_factory import build_worker
+from workflows.agent import AgentWorkflow
 
 OUTPUT_CHARS = 10000
 COMMAND = f"head -c {OUTPUT_CHARS * 3 // 4} /dev/urandom | base64 -w0"
@@ -55,6 +56,8 @@ def where_bytes_are(history, scheduled_types: dict[int, str]) -> Counter:
 
 
 LIMIT_STEPS = 220
+HISTORY_LIMIT = 50 * 2**20
+"""The server's default history size limit (bytes)."""
 
 
 async def run_to_the_limit(ctx: Context, settings, script: dict) -> dict:
@@ -110,12 +113,14 @@ async def run(ctx: Context) -> Section:
             history = await handle.fetch_history()
             json_bytes = len(history.to_json().encode())
             proto_bytes = sum(e.ByteSize() for e in history.events)
+            # The full records (the result's own may be cut to fit its size budget).
+            records = await handle.query(AgentWorkflow.steps)
             content = sum(
                 len((s.thought or "").encode())
                 + sum(len(c.observation.encode()) + len(c.arguments.encode()) for c in s.tool_calls)
-                for s in result.steps
+                for s in records
             )
-            observed = [len(c.observation) for s in result.steps for c in s.tool_calls]
+            observed = [len(c.observation) for s in records for c in s.tool_calls]
             scheduled = {
                 e.event_id: e.activity_task_scheduled_event_attributes.activity_type.name
                 for e in history.events
@@ -136,6 +141,7 @@ async def run(ctx: Context) -> Section:
         slope(xs, [r["content"] for r in rows]),
     )
     last = rows[-1]
+    per_step = (last["proto"] - rows[-2]["proto"]) / (last["steps"] - rows[-2]["steps"])
     top = last["kinds"].most_common(4)
     section = Section("P2 history size")
     section.markdown += [
@@ -159,8 +165,13 @@ async def run(ctx: Context) -> Section:
             f"{a['steps']}->{b['steps']} steps {slope([a['steps'], b['steps']], [a['proto'], b['proto']]):.2f}"
             for a, b in zip(rows, rows[1:])
         )
-        + " (protobuf). The memory window (100 messages, 3 per step) stops growing after ~33 steps, "
-        "so growth turns linear, at ~33 observations per think.",
+        + " (protobuf). Each think carries only the messages that are new since the previous think "
+        "(README, \"How a think reaches the model\"), so an observation is stored about twice: in the "
+        "tool's result and in the next think's input.",
+        "",
+        f"Between {rows[-2]['steps']} and {last['steps']} steps the history grew by "
+        f"{kib(per_step)} per step (protobuf); at that rate Temporal's default {HISTORY_LIMIT // 2**20} MiB limit "
+        f"would be reached after ~{int(HISTORY_LIMIT / per_step):,} steps (a projection, not a measured run).",
         "",
         f"Where the bytes are in the {last['steps']}-step run (protobuf): "
         + "; ".join(f"{name} {kib(size)} ({100 * size / last['proto']:.0f}%)" for name, size in top) + ".",
@@ -173,4 +184,6 @@ async def run(ctx: Context) -> Section:
         for r in rows
     ]
     section.summary.append(("P2 growth exponent JSON / protobuf", f"{json_slope:.2f} / {proto_slope:.2f}", "", ""))
+    section.summary.append(("P2 history per step (protobuf), projected steps to the limit",
+                            f"{kib(per_step)}, ~{int(HISTORY_LIMIT / per_step):,} steps", "", ""))
     return section

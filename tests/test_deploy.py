@@ -535,3 +535,16 @@ def test_compose_refuses_to_start_without_an_api_key():
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     result = run_compose_config(env)
     assert result.returncode != 0 and "OPENAI_API_KEY" in result.stderr, result.stderr
+
+
+def test_cluster_runs_activities_eagerly_like_the_dev_server():
+    """A run's think should land on the worker that holds the run (and its
+    think context); the compose cluster's server gets the dev server's setting."""
+    service = services()["temporal"]
+    path = environment(service).get("DYNAMIC_CONFIG_FILE_PATH")
+    assert path, "the temporal service keeps the image's dynamic config"
+    in_container = PurePosixPath("/etc/temporal") / path
+    mounted = {PurePosixPath(target): source for source, target in volume_mounts(service)}
+    assert in_container in mounted, f"{in_container} is not mounted into the temporal service"
+    config = yaml.safe_load((REPO / mounted[in_container]).read_text(encoding="utf-8"))
+    assert config["system.enableActivityEagerExecution"] == [{"value": True}]
