@@ -297,3 +297,62 @@ async def test_crash_during_tool_call_resumes(dev_env, fake_llm, tmp_path):
         await stop_all(first, second)
         for pid in tool_pids:
             kill_tool_process(pid)
+
+
+# ---- several workers ----------------------------------------------------------------
+
+
+async def workflow_pollers(client, task_queue: str) -> set[str]:
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    response = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+    )
+    return {p.identity for p in response.pollers}
+
+
+async def test_with_two_workers_each_run_thinks_where_its_context_is(dev_env, fake_llm, tmp_path):
+    """The server gives a run's workflow tasks to the worker that has the run
+    cached, and that worker runs the think it schedules eagerly: thinks find
+    the run's context in that worker's cache instead of resending the window."""
+    steps = 5
+    fake_llm.turns = [python(f"print({i})") for i in range(steps - 1)] + [terminate("done")]
+    queue = unique_queue()
+    env = child_env(tmp_path, address=server_address(dev_env), task_queue=queue, base_url=fake_llm.base_url)
+    workers = []
+    try:
+        workers = [start_worker(env, tmp_path / "logs", name=f"worker{i}") for i in (1, 2)]
+        deadline = time.monotonic() + 30
+        while len(await workflow_pollers(dev_env.client, queue)) < 2:
+            assert time.monotonic() < deadline, "the two workers did not start polling"
+            await asyncio.sleep(0.2)
+        handles = [
+            await dev_env.client.start_workflow(
+                AgentWorkflow.run,
+                AgentRunInput(task=f"run {i}", agent="manus"),
+                id=f"two-workers-{uuid.uuid4().hex[:8]}",
+                task_queue=queue,
+            )
+            for i in range(6)
+        ]
+        results: list[AgentRunResult] = [await asyncio.wait_for(h.result(), RUN_TIMEOUT) for h in handles]
+        assert [(r.stop_reason, r.steps_taken) for r in results] == [(StopReason.TERMINATED, steps)] * len(handles)
+
+        workers_used, misses = set(), 0
+        for handle in handles:
+            async for event in handle.fetch_history_events():
+                if event.HasField("activity_task_started_event_attributes"):
+                    workers_used.add(event.activity_task_started_event_attributes.identity)
+                if event.HasField("activity_task_failed_event_attributes"):
+                    failure = event.activity_task_failed_event_attributes.failure
+                    misses += failure.application_failure_info.type == "ThinkContextMissing"
+        assert len(workers_used) == 2, workers_used  # both workers took part
+        assert misses == 0
+    finally:
+        await stop_all(*workers)
