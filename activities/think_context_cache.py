@@ -19,18 +19,25 @@ from agent_model.messages import Message
 from agent_model.think_context import CONTEXT_MISSING_ERROR
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
-"""Approximate text held for all runs together (256 MiB). A full 100-message
-window of 10 KB observations is ~1 MB, so this keeps a few hundred busy runs."""
+"""Approximate memory held for all runs together (256 MiB). A full 100-message
+window of 10 KB observations is ~1 MB, one of short messages ~100 KB, so this
+keeps a few hundred to a few thousand recent runs."""
 
 
+MESSAGE_OVERHEAD = 600
+TOOL_CALL_OVERHEAD = 1000
+"""Bytes a cached Message takes besides its text, and per tool call besides
+its arguments (tracemalloc: ~700 B for a message with 100 characters, ~1.7 KB
+for an assistant message with one short tool call)."""
 TOOL_SCHEMA_SIZE = 2048
 """Bytes counted per tool schema (an estimate: schemas are small and fixed)."""
 
 
 def message_size(message: Message) -> int:
-    size = 64 + len(message.content or "") + len(message.base64_image or "")
+    """Approximate memory of one cached message."""
+    size = MESSAGE_OVERHEAD + len(message.content or "") + len(message.base64_image or "")
     for call in message.tool_calls or []:
-        size += 64 + len(call.function.arguments)
+        size += TOOL_CALL_OVERHEAD + len(call.function.arguments)
     return size
 
 
