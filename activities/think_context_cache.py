@@ -12,7 +12,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from agent_model.llm_io import ThinkRequest
 from agent_model.messages import Message
@@ -96,6 +96,8 @@ class ThinkContextCache:
                 "missing); the workflow sends them again",
                 type=CONTEXT_MISSING_ERROR,
                 non_retryable=True,
+                # Expected after a restart or on another worker: logged at DEBUG, no failure metric.
+                category=ApplicationErrorCategory.BENIGN,
             )
         self._store(ref.key, ref.window, messages, ref.system_digest, system, ref.tools_digest, tools)
         return Resolved(system, messages, tools)

@@ -8,7 +8,7 @@ import uuid
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities.think_context_cache import ThinkContextCache
 from agent_model.llm_io import ThinkRequest
@@ -108,6 +108,7 @@ def test_a_worker_without_the_context_says_so_and_a_complete_request_repairs_it(
     with pytest.raises(ApplicationError) as missing:
         restarted.resolve(build(sync, memory))
     assert missing.value.type == CONTEXT_MISSING_ERROR and missing.value.non_retryable
+    assert missing.value.category == ApplicationErrorCategory.BENIGN  # not logged as a failure
     assert restarted.misses == 1
 
     sync.forget()
