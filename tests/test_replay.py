@@ -7,6 +7,10 @@
   workflow.patched() or, if that is accepted, re-record the file.
 * A deliberately altered copy of it must fail, proving the check has teeth.
 * A history recorded in this session, from the current code, must replay too.
+* tests/histories/agent_run_search_attributes.json, a 7-step run recorded by
+  the version before AgentStep was published every 5 steps (commit 47359a2),
+  started with search attributes as the starter starts runs: its upsert at
+  every step must still replay (workflow.patched guards the change).
 """
 
 from __future__ import annotations
@@ -63,6 +67,15 @@ async def test_committed_history_replays():
     assert event_types(data)[-1] == "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED"
 
     result = await replayer().replay_workflow(as_history(data))
+    assert result.replay_failure is None
+
+
+async def test_history_of_a_run_that_published_every_step_replays():
+    data = json.loads((HISTORY_PATH.parent / "agent_run_search_attributes.json").read_text(encoding="utf-8"))
+    upserts = event_types(data).count("EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES")
+    assert upserts == 8  # one per step and the final state: the file is what it claims
+    assert event_types(data)[-1] == "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED"
+    result = await replayer().replay_workflow(as_history(data, "agent-run-search-attributes"))
     assert result.replay_failure is None
 
 

@@ -383,7 +383,15 @@ class AgentWorkflow:
         if note:
             lines.append(f"**note** {note}")
         workflow.set_current_details("  \n".join(lines))
-        search_attributes.upsert(self.state.value, self.step, search_attributes.AGENT_STEP_INTERVAL)
+        search_attributes.upsert(self.state.value, self.step, self._agent_step_interval())
+
+    @staticmethod
+    def _agent_step_interval() -> int:
+        # Runs started by a version that published AgentStep every step must keep
+        # doing so when replayed, or their upsert events no longer match.
+        if workflow.patched(search_attributes.AGENT_STEP_INTERVAL_PATCH):
+            return search_attributes.AGENT_STEP_INTERVAL
+        return 1
 
     # ---- queries and updates -------------------------------------------------------
 
