@@ -19,7 +19,7 @@ from temporalio.exceptions import ApplicationError
 from activities.think_context_cache import Resolved, ThinkContextCache
 from activities.token_count import count_prompt_tokens
 from agent_model.llm_io import ThinkRequest, ThinkResponse
-from agent_model.messages import Function, Message, Role, ToolCall
+from agent_model.messages import Function, ToolCall, assistant_message
 from agent_model.usage import TokenUsage
 from agent_model.think_context import CONTEXT_MISSING_ERROR
 from config.settings import LLMSettings
@@ -77,10 +77,8 @@ def make_client(settings: LLMSettings) -> openai.AsyncOpenAI:
     )
 
 
-def request_params(settings: LLMSettings, request: ThinkRequest, parts: Resolved | None = None) -> dict[str, Any]:
-    """The Chat Completions body. `parts`: the request's context as the cache
-    resolved it (default: the request is complete)."""
-    parts = parts or Resolved(request.system_prompt, request.messages, request.tools)
+def request_params(settings: LLMSettings, request: ThinkRequest, parts: Resolved) -> dict[str, Any]:
+    """The Chat Completions body; `parts` is the request as the context cache resolved it."""
     messages = [m.to_openai() for m in parts.messages]
     if parts.system_prompt:
         messages.insert(0, {"role": "system", "content": parts.system_prompt})
@@ -131,10 +129,10 @@ class LLMActivities:
     """Holds the worker's LLM settings (and keys), one client per LLM profile,
     and the runs' cached context windows."""
 
-    def __init__(self, llm_profiles: dict[str, LLMSettings], context_cache: ThinkContextCache | None = None) -> None:
+    def __init__(self, llm_profiles: dict[str, LLMSettings]) -> None:
         self._profiles = llm_profiles
         self._clients: dict[str, openai.AsyncOpenAI] = {}
-        self.context_cache = context_cache or ThinkContextCache()
+        self.context_cache = ThinkContextCache()
 
     def _client(self, name: str) -> openai.AsyncOpenAI:
         if name not in self._clients:
@@ -194,7 +192,7 @@ class LLMActivities:
             completion_tokens=completion.usage.completion_tokens if completion.usage else 0,
         )
         return ThinkResponse(
-            message=Message(role=Role.ASSISTANT, content=choice.message.content, tool_calls=tool_calls or None),
+            message=assistant_message(choice.message.content, tool_calls),
             usage=usage,
             finish_reason=choice.finish_reason,
             model=completion.model or settings.model,

@@ -14,7 +14,7 @@ from typing import Any
 
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from agent_model.llm_io import ThinkRequest
+from agent_model.llm_io import ContextRef, ThinkRequest
 from agent_model.messages import Message
 from agent_model.think_context import CONTEXT_MISSING_ERROR
 
@@ -99,8 +99,9 @@ class ThinkContextCache:
                 # Expected after a restart or on another worker: logged at DEBUG, no failure metric.
                 category=ApplicationErrorCategory.BENIGN,
             )
-        self._store(ref.key, ref.window, messages, ref.system_digest, system, ref.tools_digest, tools)
-        return Resolved(system, messages, tools)
+        parts = Resolved(system, messages, tools)
+        self._store(ref, parts)
+        return parts
 
     @staticmethod
     def _part(sent: Any, wanted: str | None, held: tuple[str, Any] | None) -> Any:
@@ -110,17 +111,19 @@ class ThinkContextCache:
             return held[1]
         return _MISSING
 
-    def _store(self, key, window, messages, system_digest, system, tools_digest, tools) -> None:
-        old = self._entries.pop(key, None)
+    def _store(self, ref: ContextRef, parts: Resolved) -> None:
+        old = self._entries.pop(ref.key, None)
         if old is not None:
             self._size -= old.size
         entry = _Entry(
-            messages=dict(zip(window, messages)),
-            system=(system_digest, system) if system_digest else None,
-            tools=(tools_digest, tools) if tools_digest else None,
+            messages=dict(zip(ref.window, parts.messages)),
+            system=(ref.system_digest, parts.system_prompt) if ref.system_digest else None,
+            tools=(ref.tools_digest, parts.tools) if ref.tools_digest else None,
+            size=sum(map(message_size, parts.messages))
+            + len(parts.system_prompt or "")
+            + TOOL_SCHEMA_SIZE * len(parts.tools or []),
         )
-        entry.size = sum(map(message_size, messages)) + len(system or "") + TOOL_SCHEMA_SIZE * len(tools or [])
-        self._entries[key] = entry
+        self._entries[ref.key] = entry
         self._size += entry.size
         while self._size > self.max_bytes and len(self._entries) > 1:
             _, evicted = self._entries.popitem(last=False)

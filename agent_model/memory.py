@@ -47,7 +47,7 @@ class Memory(BaseModel):
         return None
 
     def window(self) -> list[Message]:
-        """What is sent to the model: the whole (already bounded) memory."""
+        """The whole (already bounded) memory, oldest first."""
         return list(self.messages)
 
     def numbered_window(self) -> list[tuple[int, Message]]:

@@ -235,6 +235,12 @@ def _planning_arguments(tool_calls: list[tuple[str, str]]) -> tuple[dict[str, An
     return None, "the planner did not call the planning tool"
 
 
+def title_from_task(task: str) -> str:
+    """A plan's title when the planner gave none: the task's first line."""
+    lines = task.strip().splitlines()
+    return lines[0][:80] if lines else "Plan"
+
+
 def plan_from_reply(plan_id: str, task: str, tool_calls: list[tuple[str, str]]) -> tuple[Plan | None, str]:
     """The plan a planner's reply creates, as (plan, "") or (None, why not).
 
@@ -245,7 +251,7 @@ def plan_from_reply(plan_id: str, task: str, tool_calls: list[tuple[str, str]]) 
     if arguments is None:
         return None, problem
     book = PlanBook()
-    title = arguments.get("title") or task.strip().splitlines()[0][:80] or "Plan"
+    title = arguments.get("title") or title_from_task(task)
     try:
         create(book, plan_id, title, arguments.get("steps"))
     except PlanningError as e:
@@ -254,10 +260,9 @@ def plan_from_reply(plan_id: str, task: str, tool_calls: list[tuple[str, str]]) 
 
 
 def default_plan(plan_id: str, task: str, why: str) -> Plan:
-    title = task.strip().splitlines()[0][:80] if task.strip() else "Plan"
     return Plan(
         plan_id=plan_id,
-        title=title,
+        title=title_from_task(task),
         steps=[PlanStep(text=t) for t in DEFAULT_STEPS],
         notes=f"Default plan: {why}.",
     )

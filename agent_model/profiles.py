@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from agent_model.memory import DEFAULT_MAX_MESSAGES
 from agent_model.messages import ToolChoice
 from agent_model.stuck import DEFAULT_DUPLICATE_THRESHOLD
 from prompts import data_analysis, manus, planning, swe, toolcall
@@ -32,7 +33,7 @@ class AgentProfile(BaseModel):
     """How long ask_human waits for an answer (default 1 h)."""
     llm: str = "default"
     """LLM profile name in the worker's config."""
-    max_memory_messages: int = 100
+    max_memory_messages: int = DEFAULT_MAX_MESSAGES
 
 
 TOOLCALL = AgentProfile(

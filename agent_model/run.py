@@ -67,10 +67,16 @@ RESULT_MIN_FIELD = 200
 """No text in a result is cut below this many characters."""
 
 
-def cut(text: str, limit: int) -> str:
-    if len(text) <= limit:
+def clip(text: str, limit: int | None, where: str = "cut") -> str:
+    """text, or its first `limit` characters and a note saying how many more
+    characters are `where`; None = no limit."""
+    if limit is None or len(text) <= limit:
         return text
-    return text[:limit] + f"\n... [{len(text) - limit} more characters in the run's history]"
+    return text[:limit] + f"\n... [{len(text) - limit} more characters {where}]"
+
+
+def cut(text: str, limit: int) -> str:
+    return clip(text, limit, where="in the run's history")
 
 
 def fit_records(records: list[StepRecord], budget: int = RESULT_TEXT_BUDGET) -> list[StepRecord]:

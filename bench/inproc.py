@@ -23,7 +23,7 @@ from agent_model.prompting import fill
 from agent_model.tool_io import ToolRequest
 from config.settings import Settings
 from runtime.worker_factory import activities_for
-from workflows.agent import clip
+from agent_model.run import clip
 
 
 class InProcessAgent:

@@ -79,12 +79,15 @@ def harden_worker_process() -> None:
         log.info("cannot mark the worker non-dumpable on this platform")
 
 
-def workflow_runner(settings: Settings) -> WorkflowRunner:
-    if not settings.workflow_sandbox:
-        return UnsandboxedWorkflowRunner()
+def sandboxed_runner() -> SandboxedWorkflowRunner:
+    """Temporal's sandbox, with the activity-only libraries passed through."""
     return SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
     )
+
+
+def workflow_runner(settings: Settings) -> WorkflowRunner:
+    return sandboxed_runner() if settings.workflow_sandbox else UnsandboxedWorkflowRunner()
 
 
 def build_worker(client: Client, settings: Settings, sandbox: ToolSandbox | None = None, **options: Any) -> Worker:

@@ -108,25 +108,20 @@ async def test_transient_statuses_are_retryable(fake_llm, status):
     assert not err.value.non_retryable and str(status) in err.value.message
 
 
-async def test_connection_reset_is_retryable(fake_llm):
-    fake_llm.turns = [Reset()]
+@pytest.mark.parametrize(
+    "turn, settings, error_type",
+    [
+        (Reset(), {}, "LLMConnectionError"),
+        (Hang(), {"request_timeout": 0.5}, "LLMTimeout"),
+        (EmptyChoices(), {}, "LLMEmptyResponse"),
+    ],
+    ids=["connection-reset", "timeout", "empty-choices"],
+)
+async def test_transient_failures_are_retryable(fake_llm, turn, settings, error_type):
+    fake_llm.turns = [turn]
     with pytest.raises(ApplicationError) as err:
-        await think(think_with(fake_llm), request())
-    assert err.value.type == "LLMConnectionError" and not err.value.non_retryable
-
-
-async def test_timeout_is_retryable(fake_llm):
-    fake_llm.turns = [Hang()]
-    with pytest.raises(ApplicationError) as err:
-        await think(think_with(fake_llm, request_timeout=0.5), request())
-    assert err.value.type == "LLMTimeout" and not err.value.non_retryable
-
-
-async def test_empty_choices_is_retryable(fake_llm):
-    fake_llm.turns = [EmptyChoices()]
-    with pytest.raises(ApplicationError) as err:
-        await think(think_with(fake_llm), request())
-    assert err.value.type == "LLMEmptyResponse" and not err.value.non_retryable
+        await think(think_with(fake_llm, **settings), request())
+    assert err.value.type == error_type and not err.value.non_retryable
 
 
 async def test_heartbeats_while_waiting(fake_llm):

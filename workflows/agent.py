@@ -20,7 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.tools import ask_human, planning, terminate
     from activities.tools.registry import TOOLS, activity_summary, schemas
     from activities.workspace import PREPARE_WORKSPACE_OPTIONS, workspace_name_for
-    from agent_model.llm_io import ThinkRequest, ThinkResponse
+    from agent_model.llm_io import ThinkResponse
     from agent_model.memory import Memory
     from agent_model.messages import Message, ToolCall, ToolChoice, tool_message, user_message
     from agent_model.plan import PlanBook, PlanningError, run_command
@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         HumanQuestion,
         StepRecord,
         ToolCallRecord,
+        clip,
         fit_records,
     )
     from agent_model.state import AgentState, StopReason
@@ -43,12 +44,6 @@ with workflow.unsafe.imports_passed_through():
     from agent_model.usage import TokenUsage
     from prompts import agent_notes
     from workflows import search_attributes
-
-
-def clip(text: str, limit: int | None) -> str:
-    if limit is None or len(text) <= limit:
-        return text
-    return text[:limit] + f"\n... [{len(text) - limit} more characters cut]"
 
 
 def root_message(error: BaseException) -> str:
@@ -165,11 +160,11 @@ class AgentWorkflow:
 
         response = await self._think()
         reply = response.message
+        record = StepRecord(step=self.step, thought=reply.content, usage=response.usage)
         if response.finish_reason == "content_filter" and not reply.tool_calls:
             # Asking again gets the same verdict; going on without a reply helps nobody.
-            self.records.append(StepRecord(step=self.step, thought=reply.content, usage=response.usage))
+            self.records.append(record)
             raise _RunEnded(StopReason.CONTENT_FILTERED, agent_notes.CONTENT_FILTER_NOTE)
-        record = StepRecord(step=self.step, thought=reply.content, usage=response.usage)
         self.memory.add(reply)
         try:
             await self._act_on(reply, record)

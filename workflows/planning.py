@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from agent_model.profiles import UnknownAgent, get_profile
     from agent_model.prompting import fill
     from agent_model.run import AgentRunInput, AgentRunResult
+    from agent_model.state import AgentState
     from agent_model.usage import TokenUsage
     from prompts import planning as prompts
     from workflows import search_attributes
@@ -239,7 +240,9 @@ class PlanningFlowWorkflow:
             for step in self.plan.steps:
                 if step.status == StepStatus.IN_PROGRESS:
                     step.status, step.notes = StepStatus.BLOCKED, "cancelled"
-        state = {FlowOutcome.ERROR: "ERROR", FlowOutcome.CANCELLED: "CANCELLED"}.get(outcome, "FINISHED")
+        state = {FlowOutcome.ERROR: AgentState.ERROR, FlowOutcome.CANCELLED: AgentState.CANCELLED}.get(
+            outcome, AgentState.FINISHED
+        ).value
         self._publish(note, state)
         return PlanningFlowResult(
             outcome=outcome,
@@ -251,7 +254,7 @@ class PlanningFlowWorkflow:
             usage=self.usage,
         )
 
-    def _publish(self, note: str | None = None, state: str = "RUNNING") -> None:
+    def _publish(self, note: str | None = None, state: str = AgentState.RUNNING.value) -> None:
         """Current details (the plan, as markdown in the Web UI) and search attributes."""
         lines = [
             f"**planning flow** · {state} · {len(self.outcomes)} step runs · {self.usage.total_tokens} tokens"
