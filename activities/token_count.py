@@ -92,6 +92,18 @@ def image_tokens(base64_image: str, detail: str = "high") -> int:
     return IMAGE_TILE_TOKENS * tiles + IMAGE_LOW_DETAIL_TOKENS
 
 
+_ENCODINGS: dict[str, tiktoken.Encoding] = {}
+"""Encodings by name, so the cached counter below is keyed by a plain string."""
+
+
+@lru_cache(maxsize=4096)
+def _token_count(encoding_name: str, text: str) -> int:
+    """Tokens in `text`. Cached because every think recounts the whole window,
+    mostly texts already counted; 4096 covers the messages of many concurrent
+    windows while bounding the memory the cached texts keep alive."""
+    return len(_ENCODINGS[encoding_name].encode(text, disallowed_special=()))
+
+
 def count_prompt_tokens(
     model: str,
     messages: list[Message],
@@ -99,9 +111,11 @@ def count_prompt_tokens(
     tools: list[dict[str, Any]] | None = None,
 ) -> int:
     enc = encoding_for(model)
+    name = enc.name
+    _ENCODINGS.setdefault(name, enc)
 
     def text(s: str | None) -> int:
-        return len(enc.encode(s, disallowed_special=())) if s else 0
+        return _token_count(name, s) if s else 0
 
     total = TOKENS_REPLY_PRIMING
     if system_prompt:

@@ -18,7 +18,7 @@ from temporalio import activity
 from temporalio.common import RetryPolicy
 
 from agent_model.tool_io import ToolRequest, ToolResult
-from activities.tools.process import ProcessTool, failure_note, required_string, with_note
+from activities.tools.process import ProcessTool, required_string
 from activities.workspace import Workspace
 
 NAME = "bash"
@@ -98,10 +98,7 @@ class Bash(ProcessTool):
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
-        note = failure_note(outcome, self.timeout)
-        if note:
-            return ToolResult(output=with_note(outcome.output, note), error=True, cwd=end_dir)
-        return ToolResult(output=outcome.output or "(no output)", cwd=end_dir)
+        return self.result(outcome, "(no output)", cwd=end_dir)
 
 
 def _start_dir(requested: str | None, run_dir: Path) -> Path:

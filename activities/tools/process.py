@@ -21,6 +21,7 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from agent_model.tool_io import ToolResult
 from activities.tools.sandbox import ToolSandbox
 from activities.workspace import Workspace
 
@@ -62,11 +63,9 @@ class ProcessOutcome:
     exit_code: int | None
     """Negative for death by signal; None if the process could not be reaped."""
     timed_out: bool
-    duration: float
-    """Seconds from start until the child exited or was killed."""
 
 
-def failure_note(outcome: ProcessOutcome, timeout: float) -> str | None:
+def _failure_note(outcome: ProcessOutcome, timeout: float) -> str | None:
     """One line saying why a run failed, for the model; None if it succeeded."""
     if outcome.timed_out:
         return f"Execution timed out after {timeout:g} s; the process was killed."
@@ -79,7 +78,7 @@ def failure_note(outcome: ProcessOutcome, timeout: float) -> str | None:
     return None
 
 
-def with_note(output: str, note: str) -> str:
+def _with_note(output: str, note: str) -> str:
     """Output followed by a note on its own line."""
     if output and not output.endswith("\n"):
         output += "\n"
@@ -148,7 +147,6 @@ async def run_limited(
         if timed_out:
             _kill_group(group)
             await _wait_bounded(protocol.exited, REAP_TIMEOUT)
-        duration = time.monotonic() - started
         await _wait_bounded(protocol.output_closed, OUTPUT_DRAIN_GRACE)
         finished = True
     finally:
@@ -162,7 +160,6 @@ async def run_limited(
         output=capture.text(),
         exit_code=transport.get_returncode(),
         timed_out=timed_out,
-        duration=duration,
     )
 
 
@@ -336,12 +333,25 @@ class ProcessTool:
                 cgroup_procs=cgroup,
             )
 
+    def result(self, outcome: ProcessOutcome, empty_text: str, **extra) -> ToolResult:
+        """The tool result for a finished run: the output with a note on why it
+        failed (error=True), else the output, or `empty_text` if there was none.
+        extra: further ToolResult fields, set on every result (bash: cwd)."""
+        note = _failure_note(outcome, self.timeout)
+        if note:
+            return ToolResult(output=_with_note(outcome.output, note), error=True, **extra)
+        return ToolResult(output=outcome.output or empty_text, **extra)
+
+
+def bad_arguments(message: str) -> ApplicationError:
+    """A non-retryable BadToolArguments error: malformed arguments fail the
+    same way on every attempt."""
+    return ApplicationError(message, type="BadToolArguments", non_retryable=True)
+
 
 def required_string(arguments: dict, name: str, tool: str) -> str:
     """The string argument `name`, or a non-retryable BadToolArguments error."""
     value = arguments.get(name)
     if not isinstance(value, str):
-        raise ApplicationError(
-            f"{tool} needs a string argument '{name}'.", type="BadToolArguments", non_retryable=True
-        )
+        raise bad_arguments(f"{tool} needs a string argument '{name}'.")
     return value

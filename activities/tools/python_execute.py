@@ -9,7 +9,7 @@ from temporalio import activity
 from temporalio.common import RetryPolicy
 
 from agent_model.tool_io import ToolRequest, ToolResult
-from activities.tools.process import ProcessTool, failure_note, required_string, with_note
+from activities.tools.process import ProcessTool, required_string
 from activities.workspace import Workspace
 
 NAME = "python_execute"
@@ -74,9 +74,4 @@ class PythonExecute(ProcessTool):
             cwd=run_dir,
             stdin=code.encode("utf-8", "surrogatepass"),
         )
-        note = failure_note(outcome, self.timeout)
-        if note:
-            return ToolResult(output=with_note(outcome.output, note), error=True)
-        if not outcome.output:
-            return ToolResult(output="The code ran and printed nothing (use print() to see values).")
-        return ToolResult(output=outcome.output)
+        return self.result(outcome, "The code ran and printed nothing (use print() to see values).")

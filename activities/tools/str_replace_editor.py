@@ -29,9 +29,9 @@ from typing import Any
 
 from temporalio import activity
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ApplicationError
 
 from agent_model.tool_io import ToolRequest, ToolResult
+from activities.tools.process import bad_arguments
 from activities.workspace import PathOutsideWorkspace, Workspace
 
 NAME = "str_replace_editor"
@@ -129,9 +129,9 @@ class StrReplaceEditor:
         arguments = request.arguments
         command, path = arguments.get("command"), arguments.get("path")
         if command not in COMMANDS:
-            raise _bad_arguments(f"'command' must be one of {', '.join(COMMANDS)}; got {command!r}.")
+            raise bad_arguments(f"'command' must be one of {', '.join(COMMANDS)}; got {command!r}.")
         if not isinstance(path, str) or not path:
-            raise _bad_arguments("str_replace_editor needs a non-empty string argument 'path'.")
+            raise bad_arguments("str_replace_editor needs a non-empty string argument 'path'.")
         self.workspace.run_dir(request.workspace)  # rejects a bad run name early
         return await asyncio.to_thread(
             self._run, request.workspace, command, path, arguments, _current_attempt()
@@ -380,10 +380,6 @@ def _current_attempt() -> _Attempt:
         tag=f"{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}",
         is_retry=info.attempt > 1,
     )
-
-
-def _bad_arguments(message: str) -> ApplicationError:
-    return ApplicationError(message, type="BadToolArguments", non_retryable=True)
 
 
 def _text_argument(arguments: dict, name: str, command: str, default: str | None = None) -> str:
