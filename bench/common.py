@@ -14,7 +14,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -23,7 +23,7 @@ from agent_model.profiles import MANUS, AgentProfile
 from agent_model.run import AgentRunInput, AgentRunResult
 from bench.fake_llm import directive_text
 from config.settings import LLMSettings, Settings
-from runtime.embedded_server import start_dev_server_command
+from runtime.embedded_server import start_dev_server_command, temporal_cli
 from workflows import search_attributes
 from workflows.agent import AgentWorkflow
 
@@ -70,16 +70,14 @@ class DevServer:
     """`temporal server start-dev` exactly as the embedded server runs it (SQLite
     file, WAL pragmas, search attributes), on free ports, in a scratch dir."""
 
-    def __init__(self, directory: Path, dynamic_config: list[str] = ()) -> None:
-        """dynamic_config: extra `KEY=VALUE` server settings (--dynamic-config-value)."""
+    def __init__(self, directory: Path, extra_args: Sequence[str] = ()) -> None:
+        """extra_args: more `temporal server start-dev` flags, appended to the command."""
         self.directory = directory
         self.port = free_port()
         self.ui_port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None
-        self.command = start_dev_server_command(directory / "temporal.db", self.port, self.ui_port)
-        for setting in dynamic_config:
-            self.command += ["--dynamic-config-value", setting]
+        self.command = [*start_dev_server_command(directory / "temporal.db", self.port, self.ui_port), *extra_args]
 
     async def start(self) -> Client:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -251,9 +249,7 @@ def machine_info() -> dict[str, str]:
         except Exception:
             return "?"
 
-    temporal = subprocess.run(
-        [start_dev_server_command(Path("x"))[0], "--version"], capture_output=True, text=True, timeout=30
-    ).stdout.strip()
+    temporal = subprocess.run([temporal_cli(), "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
     return {
         "cpus (nproc)": str(os.cpu_count()),
         "cpu model": cpu,
@@ -300,11 +296,9 @@ class CpuMeter:
 
     def start(self) -> "CpuMeter":
         self._before = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
-        self._wall = time.perf_counter()
         return self
 
     def stop(self) -> "CpuMeter":
-        self.wall = time.perf_counter() - self._wall
         self.used = {name: cpu_seconds(pid) - self._before[name] for name, pid in self.pids.items()}
         return self
 

@@ -39,11 +39,11 @@ class Context:
 class Environment:
     """Starts and (always) stops the server and the fake; removes the scratch dir."""
 
-    def __init__(self, quick: bool, keep: bool = False, dynamic_config: list[str] = ()) -> None:
+    def __init__(self, quick: bool, keep: bool = False) -> None:
         self.quick = quick
         self.keep = keep
         self.scratch = Path(tempfile.mkdtemp(prefix="durable-manus-bench-"))
-        self.server = DevServer(self.scratch / "server", dynamic_config)
+        self.server = DevServer(self.scratch / "server")
         self.fake: FakeLLMProcess | None = None
 
     async def __aenter__(self) -> Context:

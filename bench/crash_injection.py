@@ -26,7 +26,8 @@ REPO_DIR = Path(__file__).resolve().parent.parent
 if str(REPO_DIR) not in sys.path:
     sys.path.insert(0, str(REPO_DIR))
 
-from tests.crash_driver import KINDS, DevServer, Summary, run_crash_injection  # noqa: E402
+from bench.common import DevServer, free_port  # noqa: E402
+from tests.crash_driver import KINDS, Summary, run_crash_injection  # noqa: E402
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -52,7 +53,10 @@ def progress(line: str) -> None:
 
 
 async def bench(args: argparse.Namespace, directory: Path) -> Summary:
-    server = DevServer(directory / "server")
+    # No Web UI; the HTTP API and the metrics endpoint on free ports as well.
+    server = DevServer(
+        directory / "server", ["--headless", "--http-port", str(free_port()), "--metrics-port", str(free_port())]
+    )
     began = time.monotonic()
     try:
         client = await server.start()

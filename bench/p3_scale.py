@@ -116,7 +116,7 @@ class P3:
         check_result(await handle.result(), STEPS, "P3 single run")
         return time.perf_counter() - began
 
-    async def many(self, runs: int) -> tuple[float, list[str]]:
+    async def many(self, runs: int) -> float:
         ids = [self._new_run() for _ in range(runs)]
         began = time.perf_counter()
         handles = await asyncio.gather(
@@ -126,7 +126,7 @@ class P3:
         elapsed = time.perf_counter() - began
         for result in results:
             check_result(result, STEPS, "P3 concurrent run")
-        return elapsed, ids
+        return elapsed
 
 
 async def measure(
@@ -143,7 +143,7 @@ async def measure(
         with RssSampler() as sampler:
             for rep in range(reps):
                 meter = meter_for(ctx).start()
-                elapsed, ids = await p.many(runs)
+                elapsed = await p.many(runs)
                 meters.append(meter.stop())
                 total.add(elapsed)
                 log(f"P3 {runs} runs ({describe(options)}): {elapsed:.2f} s "
@@ -225,6 +225,7 @@ async def run(ctx: Context) -> Section:
         results[label] = await measure(ctx, runs, options, reps, workflow_sandbox)
     bare = await measure_bare(ctx, runs, tuned_options(runs))
     tuned = results["tuned"]
+    peak_rss = peak_rss_mib()
     section.markdown += [
         f"{runs} concurrent runs x {STEPS} steps, fake LLM latency {LATENCY * 1000:.0f} ms, "
         f"one `{TOOL} view` per step, one worker in the benchmark process. "
@@ -250,7 +251,7 @@ async def run(ctx: Context) -> Section:
         f"to answering it beyond the scripted {LATENCY * 1000:.0f} ms: p50 {tuned['fake_lag_p50'] * 1000:.1f} ms, "
         f"p99 {tuned['fake_lag_p99'] * 1000:.1f} ms (the fake runs in its own process on one asyncio loop).",
         "",
-        f"Benchmark process (worker + client): peak RSS {peak_rss_mib():.0f} MiB (getrusage, includes P1 before it); "
+        f"Benchmark process (worker + client): peak RSS {peak_rss:.0f} MiB (getrusage, includes P1 before it); "
         f"largest VmRSS sampled during the tuned concurrent runs {tuned['rss_peak']:.0f} MiB.",
     ]
     section.summary += [
@@ -258,6 +259,6 @@ async def run(ctx: Context) -> Section:
         (f"P3 {runs} runs / one run, wall (defaults)", f"{results['defaults']['ratio']:.2f}", "", ""),
         (f"P3 {runs} runs / one run, wall (tuned, sandbox off)", f"{results['tuned, sandbox off']['ratio']:.2f}", "", ""),
         (f"P3 {runs} runs / one run, bare Temporal loop", f"{bare['ratio']:.2f}", "", ""),
-        ("P3 peak RSS, benchmark process", f"{peak_rss_mib():.0f} MiB", "", ""),
+        ("P3 peak RSS, benchmark process", f"{peak_rss:.0f} MiB", "", ""),
     ]
     return section

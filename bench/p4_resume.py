@@ -34,9 +34,20 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 
 from activities.workspace import workspace_name_for
-from bench.common import REPO_DIR, Samples, bench_profile, bench_settings, check_result, log, new_run_id, start_agent
+from bench.common import (
+    REPO_DIR,
+    Samples,
+    _stop_group,
+    bench_profile,
+    bench_settings,
+    check_result,
+    log,
+    new_run_id,
+    start_agent,
+)
 from bench.context import Context, Section
 from config.settings import DEFAULT_CONFIG_PATH
+from tests.e2e_support import has_heartbeated
 
 TOOL = "str_replace_editor"
 NOTES = "notes.txt"
@@ -91,20 +102,7 @@ class WorkerProcess:
         return killed
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
+        _stop_group(self.process, 15)
 
 
 async def until(predicate, timeout: float, what: str, interval: float = 0.05):
@@ -156,14 +154,7 @@ async def one_trial(ctx: Context, trial: int, extra_wait: float = 0.0) -> dict:
 
         await until(slow_think_reached, 60, "slow think at the fake LLM")
 
-        async def heartbeated():
-            description = await handle.describe()
-            return any(
-                p.activity_type.name == "think" and p.HasField("last_heartbeat_time")
-                for p in description.raw_description.pending_activities
-            )
-
-        await until(heartbeated, 15, "heartbeat of the slow think", interval=0.2)
+        await until(lambda: has_heartbeated(handle, "think"), 15, "heartbeat of the slow think", interval=0.2)
         await asyncio.sleep(extra_wait)
         killed = first.kill()
         second = WorkerProcess(ctx, queue, root, f"trial{trial}-worker2")

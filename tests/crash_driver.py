@@ -57,9 +57,7 @@ import asyncio
 import os
 import random
 import signal
-import socket
 import statistics
-import subprocess
 import textwrap
 import threading
 import time
@@ -71,7 +69,6 @@ from typing import Callable
 
 from temporalio.api.enums.v1 import TimeoutType
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 from agent_model.flow import FlowOutcome, PlanningFlowInput, PlanningFlowResult
 from agent_model.run import AgentRunInput, AgentRunResult
@@ -79,8 +76,8 @@ from agent_model.state import AgentState, StopReason
 from activities.tools.sandbox import CGROUP_PARENT, V1_PIDS_ROOT, V2_ROOT
 from activities.workspace import workspace_name_for
 from prompts import planning as planning_prompts
-from tests.e2e_support import Child, child_env, pid_alive, start_worker
-from tests.fake_openai import FakeOpenAI, Reply, call, turn_of
+from tests.e2e_support import Child, child_env, pid_alive, start_worker, wait_until
+from tests.fake_openai import FakeOpenAI, Reply, call, python, terminate, turn_of
 
 KINDS = ("think", "tool", "between", "flow")
 SLOW_REPLY_SECONDS = 30.0
@@ -240,23 +237,15 @@ class Script:
         return reply
 
 
-def python_reply(code: str) -> Reply:
-    return Reply(tool_calls=[call("python_execute", {"code": code})])
-
-
-def terminate_reply(answer: str) -> Reply:
-    return Reply(tool_calls=[call("terminate", {"status": "success", "answer": answer})])
-
-
 def build_script(plan: RunPlan, log: Path, end_log: Path) -> Script:
     if plan.kind != "flow":
         turns = [
-            python_reply(
+            python(
                 execution_code(log, end_log, f"{plan.run_id} {t}", slow=plan.kind == "tool" and t == plan.kill_turn)
             )
             for t in range(plan.turns - 1)
         ]
-        turns.append(terminate_reply(f"{plan.run_id} finished"))
+        turns.append(terminate(f"{plan.run_id} finished"))
         slow = {"think": ("agent", plan.kill_turn), "between": ("agent", plan.kill_turn + 1)}.get(plan.kind)
         return Script({"agent": turns}, slow)
     replies: dict[str, list[Reply]] = {
@@ -272,8 +261,8 @@ def build_script(plan: RunPlan, log: Path, end_log: Path) -> Script:
     for n in range(1, plan.turns + 1):
         slow_tool = plan.flow_target == "tool" and n == plan.flow_step
         replies[f"step-{n}"] = [
-            python_reply(execution_code(log, end_log, f"{plan.run_id}/step-{n} 0", slow=slow_tool)),
-            terminate_reply(f"part {n} done"),
+            python(execution_code(log, end_log, f"{plan.run_id}/step-{n} 0", slow=slow_tool)),
+            terminate(f"part {n} done"),
         ]
     slow = (f"step-{plan.flow_step}", 1) if plan.flow_target == "think" else None
     return Script(replies, slow)
@@ -497,19 +486,6 @@ class RunOutcome:
         )
 
 
-async def wait_for(predicate: Callable, timeout: float, what: str, interval: float = 0.03) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
-        await asyncio.sleep(interval)
-
-
 class CrashDriver:
     """Runs RunPlans against a Temporal server (`client`, reachable at `address`)."""
 
@@ -547,8 +523,8 @@ class CrashDriver:
             task_queue=f"crash-{uuid.uuid4().hex[:10]}",
             base_url=fake.base_url,
             workspace_root=workspace,
+            extra={"DURABLE_MANUS_TOOL_SANDBOX": plan.tool_sandbox},
         )
-        env["DURABLE_MANUS_TOOL_SANDBOX"] = plan.tool_sandbox
         began = time.monotonic()
         cgroups: set[Path] = set()
         first: Child | None = None
@@ -588,7 +564,7 @@ class CrashDriver:
             # The killed worker's tool processes must die with it (parent-death
             # signal), before the replacement could start a second copy.
             try:
-                await wait_for(lambda: not processes_under(workspace), ORPHAN_WAIT_SECONDS, "orphans", 0.01)
+                await wait_until(lambda: not processes_under(workspace), ORPHAN_WAIT_SECONDS, "orphans", 0.01)
                 outcome.tools_gone_after = time.time() - outcome.kill_at
             except TimeoutError:
                 outcome.orphans = processes_under(workspace)
@@ -634,12 +610,18 @@ class CrashDriver:
 
         t = KILL_POINT_TIMEOUT_SECONDS
         if plan.kind == "think":
-            await wait_for(lambda: request_arrived("agent", plan.kill_turn), t, f"think of turn {plan.kill_turn}")
+            await wait_until(
+                lambda: request_arrived("agent", plan.kill_turn), t, f"think of turn {plan.kill_turn}", interval=0.03
+            )
         elif plan.kind == "tool":
-            await wait_for(lambda: started(f"{plan.run_id} {plan.kill_turn}"), t, f"tool of turn {plan.kill_turn}")
+            await wait_until(
+                lambda: started(f"{plan.run_id} {plan.kill_turn}"), t, f"tool of turn {plan.kill_turn}", interval=0.03
+            )
         elif plan.kind == "between":
             tag = f"{plan.run_id} {plan.kill_turn}"
-            await wait_for(lambda: tag in read_tags(logs[1]), t, f"tool of turn {plan.kill_turn} to end")
+            await wait_until(
+                lambda: tag in read_tags(logs[1]), t, f"tool of turn {plan.kill_turn} to end", interval=0.03
+            )
 
             async def step_done() -> bool:
                 worker_alive()
@@ -647,13 +629,13 @@ class CrashDriver:
                 done = await completed_count(self.client, plan.run_id, "python_execute")
                 return served and done >= plan.kill_turn + 1
 
-            await wait_for(step_done, t, f"step {plan.kill_turn} to complete in the history", 0.01)
+            await wait_until(step_done, t, f"step {plan.kill_turn} to complete in the history", 0.01)
         elif plan.flow_target == "think":
             role = f"step-{plan.flow_step}"
-            await wait_for(lambda: request_arrived(role, 1), t, f"{role}'s think of turn 1")
+            await wait_until(lambda: request_arrived(role, 1), t, f"{role}'s think of turn 1", interval=0.03)
         else:
             tag = f"{plan.run_id}/step-{plan.flow_step} 0"
-            await wait_for(lambda: started(tag), t, f"tool of step {plan.flow_step}")
+            await wait_until(lambda: started(tag), t, f"tool of step {plan.flow_step}", interval=0.03)
 
     async def _analyse(
         self, plan: RunPlan, outcome: RunOutcome, fake: FakeOpenAI, new_worker_at: float, logs: tuple[Path, Path]
@@ -849,66 +831,3 @@ async def run_crash_injection(
     began = time.monotonic()
     outcomes = await CrashDriver(client, address, base_dir, say).run_all(plans, concurrency)
     return Summary(seed, outcomes, time.monotonic() - began)
-
-
-# ---- a dev server of its own (bench mode) ------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class DevServer:
-    """`temporal server start-dev` on free 127.0.0.1 ports with its SQLite file
-    in `directory`, in its own process group (killed by stop())."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.port = free_port()
-        self.process: subprocess.Popen | None = None
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    async def start(self, timeout: float = 60.0) -> Client:
-        from runtime.embedded_server import start_dev_server_command
-
-        self.directory.mkdir(parents=True, exist_ok=True)
-        command = start_dev_server_command(self.directory / "temporal.db", self.port, free_port())
-        command += ["--headless", "--http-port", str(free_port()), "--metrics-port", str(free_port())]
-        with open(self.directory / "temporal.log", "wb") as log:
-            self.process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True, cwd=self.directory,
-            )
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"the dev server exited ({self.process.returncode}): "
-                    f"{(self.directory / 'temporal.log').read_text(errors='replace')[-2000:]}"
-                )
-            try:
-                return await Client.connect(self.address, data_converter=pydantic_data_converter)
-            except RuntimeError:
-                if time.monotonic() >= deadline:
-                    raise
-                await asyncio.sleep(0.2)
-
-    def stop(self) -> None:
-        if self.process is None:
-            return
-        for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
-            if self.process.poll() is not None:
-                break
-            try:
-                os.killpg(self.process.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                self.process.wait(timeout=wait)
-            except subprocess.TimeoutExpired:
-                pass

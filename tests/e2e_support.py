@@ -56,6 +56,7 @@ def child_env(
     configuration) unless the repo happens to hold a gitignored
     config/config.toml, which would otherwise be merged in: then an empty
     config file is named instead, with the same effect as its absence.
+    `extra` is applied last and overrides any of the above.
     """
     home = tmp_path / "home"
     scratch = tmp_path / "tmp"
@@ -88,6 +89,7 @@ def child_env(
         empty = tmp_path / "empty-config.toml"
         empty.write_text("", encoding="utf-8")
         env["DURABLE_MANUS_CONFIG"] = str(empty)
+    env.update(extra or {})
     return env
 
 

@@ -69,6 +69,8 @@ __all__ = [
     "Raw",
     "ToolCall",
     "call",
+    "python",
+    "terminate",
     "turn_of",
 ]
 
@@ -114,6 +116,16 @@ def call(
     if arguments is not None and raw_arguments is not None:
         raise ValueError("give either arguments or raw_arguments, not both")
     return ToolCall(name=name, arguments=arguments, raw_arguments=raw_arguments, id=id)
+
+
+def terminate(answer: str = "done", status: str = "success") -> Reply:
+    """A reply calling the terminate tool with that answer and status."""
+    return Reply(tool_calls=[call("terminate", {"status": status, "answer": answer})])
+
+
+def python(code: str, content: str | None = None) -> Reply:
+    """A reply calling python_execute with that code (and optional content)."""
+    return Reply(content=content, tool_calls=[call("python_execute", {"code": code})])
 
 
 @dataclass(frozen=True)

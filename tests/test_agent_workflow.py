@@ -18,7 +18,7 @@ from agent_model.state import AgentState, StopReason
 from prompts import agent_notes
 from runtime.worker_factory import build_worker
 from tests.conftest import make_settings
-from tests.fake_openai import ErrorReply, Reply, call
+from tests.fake_openai import ErrorReply, Reply, call, python, terminate
 from workflows.agent import AgentWorkflow
 
 PROFILE = AgentProfile(
@@ -29,14 +29,6 @@ PROFILE = AgentProfile(
     max_steps=6,
     max_observe=2000,
 )
-
-
-def terminate(answer: str = "done", status: str = "success") -> Reply:
-    return Reply(tool_calls=[call("terminate", {"status": status, "answer": answer})])
-
-
-def python(code: str, content: str | None = None) -> Reply:
-    return Reply(content=content, tool_calls=[call("python_execute", {"code": code})])
 
 
 async def start(env, settings, task="do it", profile=PROFILE, **kw):

@@ -37,7 +37,7 @@ from tests.e2e_support import (
     unique_queue,
     wait_until,
 )
-from tests.fake_openai import Reply, call
+from tests.fake_openai import Reply, call, python, terminate
 from workflows.agent import AgentWorkflow
 
 pytestmark = pytest.mark.e2e
@@ -48,14 +48,6 @@ RUN_TIMEOUT = 60.0
 """Upper bound for one run on this machine; normal runs take a few seconds."""
 THINK_HEARTBEAT_TIMEOUT = 10.0
 """activities.llm.THINK_OPTIONS heartbeat_timeout, restated so a change is noticed."""
-
-
-def python(code: str) -> Reply:
-    return Reply(tool_calls=[call("python_execute", {"code": code})])
-
-
-def terminate(answer: str) -> Reply:
-    return Reply(tool_calls=[call("terminate", {"status": "success", "answer": answer})])
 
 
 def compute_script() -> list[Reply]:

@@ -19,8 +19,8 @@ from tests.e2e_support import (
     unique_queue,
     wait_until,
 )
-from tests.fake_openai import Reply, call, turn_of
-from tests.test_e2e import appending_code, python, stop_all, tagged, terminate
+from tests.fake_openai import Reply, call, python, terminate, turn_of
+from tests.test_e2e import appending_code, stop_all, tagged
 from tests.test_planning_flow import FlowScript, plan_reply, step_number
 from workflows.planning import PlanningFlowWorkflow
 

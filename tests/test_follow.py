@@ -7,8 +7,8 @@ import os
 import sys
 
 from runtime.follow import follow
-from tests.fake_openai import Reply, call
-from tests.test_agent_workflow import PROFILE, start, terminate
+from tests.fake_openai import Reply, call, terminate
+from tests.test_agent_workflow import PROFILE, start
 
 
 async def test_follow_prints_steps_and_answers_a_question(time_skipping_env, worker, settings, fake_llm, monkeypatch):

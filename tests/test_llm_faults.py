@@ -31,7 +31,7 @@ from agent_model.run import AgentRunInput, AgentRunResult
 from agent_model.state import AgentState, StopReason
 from runtime.worker_factory import build_worker
 from tests.conftest import make_settings
-from tests.fake_openai import EmptyChoices, ErrorReply, Hang, Reply, Reset, call
+from tests.fake_openai import EmptyChoices, ErrorReply, Hang, Reply, Reset, call, terminate
 from workflows.agent import AgentWorkflow
 
 PROFILE = AgentProfile(
@@ -46,10 +46,6 @@ PROFILE = AgentProfile(
 ANSWER = "all done"
 MAX_ATTEMPTS = 6
 """THINK_OPTIONS' maximum_attempts, restated so that a change is noticed."""
-
-
-def terminate(answer: str = ANSWER) -> Reply:
-    return Reply(tool_calls=[call("terminate", {"status": "success", "answer": answer})])
 
 
 async def run_agent(env, settings, profile: AgentProfile = PROFILE) -> tuple[WorkflowHandle, AgentRunResult]:
@@ -110,7 +106,7 @@ TRANSIENT = {
 @pytest.mark.parametrize("fault", list(TRANSIENT))
 async def test_transient_fault_then_success(time_skipping_env, worker, settings, fake_llm, fault):
     response, status = TRANSIENT[fault]
-    fake_llm.turns = [[response, terminate()]]
+    fake_llm.turns = [[response, terminate(ANSWER)]]
     handle, result = await run_agent(time_skipping_env, settings)
 
     assert (result.state, result.stop_reason) == (AgentState.FINISHED, StopReason.TERMINATED), result
@@ -133,7 +129,7 @@ async def test_a_response_that_never_comes_times_out_then_succeeds(time_skipping
     """Hang(): the HTTP call is cut by LLMSettings.request_timeout (1 s here),
     and the retry gets the answer."""
     settings = make_settings(fake_llm.base_url, tmp_path / "ws", request_timeout=1)
-    fake_llm.turns = [[Hang(), terminate()]]
+    fake_llm.turns = [[Hang(), terminate(ANSWER)]]
     async with build_worker(time_skipping_env.client, settings):
         handle, result = await run_agent(time_skipping_env, settings)
     assert (result.state, result.stop_reason) == (AgentState.FINISHED, StopReason.TERMINATED), result
@@ -157,7 +153,7 @@ async def test_a_response_that_never_comes_times_out_then_succeeds(time_skipping
 async def test_malformed_tool_arguments_become_an_observation(time_skipping_env, worker, settings, fake_llm):
     fake_llm.turns = [
         Reply(tool_calls=[call("python_execute", raw_arguments='{"code": "print(1)"')]),
-        terminate(),
+        terminate(ANSWER),
     ]
     handle, result = await run_agent(time_skipping_env, settings)
     assert (result.state, result.stop_reason) == (AgentState.FINISHED, StopReason.TERMINATED), result
@@ -170,7 +166,7 @@ async def test_malformed_tool_arguments_become_an_observation(time_skipping_env,
 
 
 async def test_unknown_tool_becomes_an_observation(time_skipping_env, worker, settings, fake_llm):
-    fake_llm.turns = [Reply(tool_calls=[call("launch_rocket", {"where": "moon"})]), terminate()]
+    fake_llm.turns = [Reply(tool_calls=[call("launch_rocket", {"where": "moon"})]), terminate(ANSWER)]
     handle, result = await run_agent(time_skipping_env, settings)
     assert (result.state, result.stop_reason) == (AgentState.FINISHED, StopReason.TERMINATED), result
     assert attempts_by_turn(fake_llm) == {0: 1, 1: 1}
@@ -189,7 +185,7 @@ CONTENT_FILTERED = {"content-none": None, "content-empty": ""}
 async def test_content_filter_ends_the_run_without_retrying(time_skipping_env, worker, settings, fake_llm, case):
     """A filtered reply is a complete answer from the API: one attempt, no
     retry (the same request would be filtered again), the run ends."""
-    fake_llm.turns = [Reply(content=CONTENT_FILTERED[case], finish_reason="content_filter"), terminate()]
+    fake_llm.turns = [Reply(content=CONTENT_FILTERED[case], finish_reason="content_filter"), terminate(ANSWER)]
     _, result = await run_agent(time_skipping_env, settings)
     assert [(r.turn, r.attempt, r.status) for r in fake_llm.requests] == [(0, 0, 200)]
     assert result.state in (AgentState.FINISHED, AgentState.ERROR)
@@ -198,7 +194,7 @@ async def test_content_filter_ends_the_run_without_retrying(time_skipping_env, w
 
 @pytest.mark.parametrize("case", list(CONTENT_FILTERED))
 async def test_content_filter_is_not_a_success_and_says_why(time_skipping_env, worker, settings, fake_llm, case):
-    fake_llm.turns = [Reply(content=CONTENT_FILTERED[case], finish_reason="content_filter"), terminate()]
+    fake_llm.turns = [Reply(content=CONTENT_FILTERED[case], finish_reason="content_filter"), terminate(ANSWER)]
     _, result = await run_agent(time_skipping_env, settings)
     assert len(fake_llm.requests) == 1
     assert not result.succeeded, result
@@ -211,7 +207,7 @@ async def test_content_filter_is_not_a_success_and_says_why(time_skipping_env, w
 
 @pytest.mark.parametrize("status", [400, 401, 403])
 async def test_rejected_request_fails_after_one_attempt(time_skipping_env, worker, settings, fake_llm, status):
-    fake_llm.turns = [[ErrorReply(status), terminate()]]
+    fake_llm.turns = [[ErrorReply(status), terminate(ANSWER)]]
     handle, result = await run_agent(time_skipping_env, settings)
     assert (result.state, result.stop_reason) == (AgentState.ERROR, StopReason.ERROR), result
     assert f"answered {status}" in result.note, result.note

@@ -32,8 +32,8 @@ from tests.record_history import (
     record_agent_run,
     replayer,
 )
-from tests.fake_openai import Reply, call
-from tests.test_agent_workflow import python, start, terminate
+from tests.fake_openai import Reply, call, python, terminate
+from tests.test_agent_workflow import start
 from tests.test_planning_flow import FlowScript, plan_reply, start_flow
 
 

@@ -16,20 +16,12 @@ from agent_model.run import AgentRunInput
 from runtime.worker_factory import build_worker
 from tests.conftest import make_settings
 from tests.e2e_support import child_env, server_address, start_starter, wait_until
-from tests.fake_openai import Reply, call
+from tests.fake_openai import Reply, call, python, terminate
 from tests.test_e2e import appending_code, tagged
 from workflows import search_attributes
 from workflows.agent import AgentWorkflow
 
 pytestmark = pytest.mark.e2e
-
-
-def python(code: str) -> Reply:
-    return Reply(tool_calls=[call("python_execute", {"code": code})])
-
-
-def terminate(answer: str) -> Reply:
-    return Reply(tool_calls=[call("terminate", {"status": "success", "answer": answer})])
 
 
 class Harness:

@@ -19,8 +19,8 @@ from agent_model.state import StopReason
 from agent_model.think_context import CONTEXT_MISSING_ERROR, ContextSync
 from runtime.worker_factory import build_worker
 from tests.conftest import make_settings
-from tests.fake_openai import Reply, call
-from tests.test_agent_workflow import PROFILE, python, terminate
+from tests.fake_openai import Reply, call, python, terminate
+from tests.test_agent_workflow import PROFILE
 from workflows.agent import AgentWorkflow
 
 TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
