@@ -37,12 +37,11 @@ from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 from temporalio.service import RPCError  # noqa: E402
 from temporalio.testing import WorkflowEnvironment  # noqa: E402
 from temporalio.worker import Replayer  # noqa: E402
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions  # noqa: E402
 
 from agent_model.run import AgentRunInput, AgentRunResult, AgentStatus, HumanAnswer, HumanQuestion  # noqa: E402
 from agent_model.state import AgentState, StopReason  # noqa: E402
 from config.settings import LLMSettings, Settings  # noqa: E402
-from runtime.worker_factory import PASSTHROUGH_MODULES, WORKFLOWS, build_worker  # noqa: E402
+from runtime.worker_factory import WORKFLOWS, build_worker, sandboxed_runner  # noqa: E402
 from tests.fake_openai import FakeOpenAI, Reply, call  # noqa: E402
 from workflows.agent import AgentWorkflow  # noqa: E402
 
@@ -72,9 +71,7 @@ def replayer() -> Replayer:
     return Replayer(
         workflows=WORKFLOWS,
         data_converter=pydantic_data_converter,
-        workflow_runner=SandboxedWorkflowRunner(
-            restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
-        ),
+        workflow_runner=sandboxed_runner(),
     )
 
 
