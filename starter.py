@@ -129,7 +129,7 @@ NEW_SERVER_WAIT = 30.0
 """Seconds to wait for the embedded server we just started."""
 
 
-async def ensure_server(out) -> float:
+def ensure_server(out) -> float:
     """Start the embedded server when no server is configured and none answers;
     returns how long to wait for the server to answer."""
     if address_is_explicit() or port_answers(DEFAULT_ADDRESS):
@@ -145,7 +145,8 @@ async def ensure_server(out) -> float:
 
 async def start_run(client: Client, settings: Settings, args: argparse.Namespace) -> WorkflowHandle:
     registered = await run_control.search_attributes_registered(client)
-    attributes = search_attributes.initial("planning-flow" if args.flow else args.agent) if registered else None
+    agent_name = search_attributes.FLOW_AGENT_NAME if args.flow else args.agent
+    attributes = search_attributes.initial(agent_name) if registered else None
     summary = " ".join(args.task.split())
     if len(summary) > SUMMARY_LENGTH:
         summary = summary[: SUMMARY_LENGTH - 1] + "…"
@@ -223,10 +224,10 @@ def check_task_fits(settings: Settings, args: argparse.Namespace) -> None:
 
 async def main_async(args: argparse.Namespace, out=sys.stdout) -> int:
     settings = load_settings(args.config)
-    if command_of(args) == "run":
-        check_task_fits(settings, args)
-    client = await connect(wait_seconds=await ensure_server(out))
     command = command_of(args)
+    if command == "run":
+        check_task_fits(settings, args)
+    client = await connect(wait_seconds=ensure_server(out))
     if command == "list":
         await run_control.list_runs(client, out)
         return 0

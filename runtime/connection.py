@@ -9,7 +9,9 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.envconfig import ClientConfig
 
-DEFAULT_ADDRESS = "127.0.0.1:7233"
+DEFAULT_PORT = 7233
+"""Temporal's frontend port: the embedded server's, and the default address's."""
+DEFAULT_ADDRESS = f"127.0.0.1:{DEFAULT_PORT}"
 """Where the embedded server listens, and where a client looks by default."""
 CONNECT_WAIT_SECONDS = 30.0
 """How long to keep trying to reach the server before giving up."""

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from config.settings import REPO_DIR
+from runtime.connection import DEFAULT_PORT
 from workflows.search_attributes import ALL
 
 UI_PORT = 8233
@@ -31,7 +32,7 @@ def temporal_cli() -> str:
     return found
 
 
-def start_dev_server_command(db_path: Path, port: int = 7233, ui_port: int = UI_PORT) -> list[str]:
+def start_dev_server_command(db_path: Path, port: int = DEFAULT_PORT, ui_port: int = UI_PORT) -> list[str]:
     return [
         temporal_cli(),
         "server",
@@ -63,13 +64,13 @@ def search_attribute_flags() -> list[str]:
     return flags
 
 
-def start_embedded_server(port: int = 7233, ui_port: int = UI_PORT) -> Path:
+def start_embedded_server() -> Path:
     """Start the server detached (own session, output to a log file); returns the data dir."""
     directory = data_dir()
     directory.mkdir(parents=True, exist_ok=True)
     log = open(directory / "temporal.log", "ab")
     process = subprocess.Popen(
-        start_dev_server_command(directory / DB_FILENAME, port, ui_port),
+        start_dev_server_command(directory / DB_FILENAME),
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -80,8 +81,8 @@ def start_embedded_server(port: int = 7233, ui_port: int = UI_PORT) -> Path:
     return directory
 
 
-def web_ui_url(workflow_id: str, namespace: str = "default", base: str | None = None) -> str:
+def web_ui_url(workflow_id: str, namespace: str = "default") -> str:
     from urllib.parse import quote
 
-    base = base or os.environ.get("TEMPORAL_UI_URL") or f"http://127.0.0.1:{UI_PORT}"
+    base = os.environ.get("TEMPORAL_UI_URL") or f"http://127.0.0.1:{UI_PORT}"
     return f"{base.rstrip('/')}/namespaces/{namespace}/workflows/{quote(workflow_id, safe='')}"

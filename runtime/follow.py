@@ -122,14 +122,17 @@ class AgentProgress:
         for record in result.steps[self.printed :]:
             self._print(step_line(record, self.max_steps or result.steps_taken))
         self.printed = len(result.steps)
-        self.close()
+
+    def clear_line(self) -> None:
+        """Erase the progress line, on a terminal."""
+        if self.live:
+            self.out.write(CLEAR_LINE)
+            self.out.flush()
 
     def close(self) -> None:
         if self.answering is not None and not self.answering.done():
             self.answering.cancel()
-        if self.live:
-            self.out.write(CLEAR_LINE)
-            self.out.flush()
+        self.clear_line()
 
 
 class FlowProgress:
@@ -181,9 +184,9 @@ class FlowProgress:
                 self._print(f"step {index + 1} {step.status.value}: {notes}")
 
     def finish(self, result: PlanningFlowResult) -> None:
-        self._show(result.plan)
         for child in self.children.values():
-            child.close()
+            child.clear_line()  # the flow's own lines do not erase a child's progress line
+        self._show(result.plan)
 
     def close(self) -> None:
         for child in self.children.values():
@@ -197,11 +200,11 @@ async def _until_done(handle: WorkflowHandle, progress: AgentProgress | FlowProg
             await progress.poll()
             await asyncio.wait({result_task}, timeout=POLL_INTERVAL)
         result = result_task.result()
+        progress.finish(result)  # prints what the last poll did not
     finally:
         progress.close()
         if not result_task.done():
             result_task.cancel()
-    progress.finish(result)
     return result
 
 

@@ -7,11 +7,11 @@ import uuid
 from datetime import datetime, timezone
 from typing import TextIO
 
-from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.common.v1 import WorkflowExecution as ProtoWorkflowExecution
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
-from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus, WorkflowHandle
-from temporalio.client import WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescription, WorkflowExecutionStatus
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agent_model.flow import PlanningFlowResult
@@ -41,16 +41,16 @@ async def describe(client: Client, run_id: str) -> WorkflowExecutionDescription:
         raise
 
 
-def is_flow(description: WorkflowExecutionDescription) -> bool:
-    return description.workflow_type == PlanningFlowWorkflow.__name__
+def is_flow(run: WorkflowExecution) -> bool:
+    return run.workflow_type == PlanningFlowWorkflow.__name__
 
 
 def result_type(description: WorkflowExecutionDescription) -> type:
     return PlanningFlowResult if is_flow(description) else AgentRunResult
 
 
-def is_running(description: WorkflowExecutionDescription) -> bool:
-    return description.status == WorkflowExecutionStatus.RUNNING
+def is_running(run: WorkflowExecution) -> bool:
+    return run.status == WorkflowExecutionStatus.RUNNING
 
 
 async def search_attributes_registered(client: Client) -> bool:
@@ -133,10 +133,10 @@ async def list_runs(client: Client, out: TextIO, limit: int = LIST_LIMIT) -> Non
     async for run in client.list_workflows(query, limit=limit):
         attributes = run.typed_search_attributes
         kind = attributes.get(search_attributes.AGENT_NAME) or (
-            "planning-flow" if run.workflow_type == PlanningFlowWorkflow.__name__ else "agent"
+            search_attributes.FLOW_AGENT_NAME if is_flow(run) else "agent"
         )
         state = attributes.get(search_attributes.AGENT_STATE)
-        if run.status != WorkflowExecutionStatus.RUNNING and run.status != WorkflowExecutionStatus.COMPLETED:
+        if not is_running(run) and run.status != WorkflowExecutionStatus.COMPLETED:
             state = run.status.name  # terminated, timed out, failed: Temporal's word is the truth
         step = attributes.get(search_attributes.AGENT_STEP)
         rows.append((run.id, kind, state or run.status.name, "" if step is None else str(step), age(run.start_time, now)))
@@ -242,7 +242,7 @@ async def rewind(client: Client, run_id: str, to_step: int, out: TextIO) -> str:
     response = await client.workflow_service.reset_workflow_execution(
         ResetWorkflowExecutionRequest(
             namespace=client.namespace,
-            workflow_execution=WorkflowExecution(workflow_id=run_id, run_id=description.run_id),
+            workflow_execution=ProtoWorkflowExecution(workflow_id=run_id, run_id=description.run_id),
             reason=f"durable-manus rewind to the end of step {to_step}",
             workflow_task_finish_event_id=decided_by,
             request_id=str(uuid.uuid4()),

@@ -11,6 +11,8 @@ from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSear
 
 AGENT_NAME = SearchAttributeKey.for_keyword("AgentName")
 """The agent profile, or "planning-flow" for a PlanningFlow."""
+FLOW_AGENT_NAME = "planning-flow"
+"""The AgentName value of a PlanningFlow run."""
 AGENT_STATE = SearchAttributeKey.for_keyword("AgentState")
 """IDLE, RUNNING, FINISHED, ERROR, CANCELLED."""
 AGENT_STEP = SearchAttributeKey.for_int("AgentStep")
