@@ -2,18 +2,35 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
+import os
+import stat
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
+from activities import safe_files
+from activities.tools import str_replace_editor
 from activities.tools.str_replace_editor import NAME, SCHEMA, StrReplaceEditor
 from activities.workspace import Workspace
 from agent_model.tool_io import ToolRequest, ToolResult
 
 RUN = "run"
+
+
+@pytest.fixture(autouse=True, params=["openat2", "walk"])
+def resolution(request, monkeypatch) -> None:
+    """Every test runs with both ways of resolving paths, which must agree."""
+    if request.param == "openat2" and not safe_files.openat2_available():
+        pytest.skip("openat2 is not available here")
+    monkeypatch.setattr(safe_files, "USE_OPENAT2", request.param == "openat2")
 
 
 @pytest.fixture
@@ -262,3 +279,265 @@ async def test_retry_completes_an_edit_whose_write_was_lost(editor: StrReplaceEd
     retried = await edit(editor, retry_environment(), command="create", path="f.txt", file_text="new\n")
     assert not retried.error
     assert (run_dir / "f.txt").read_text() == "new\n"
+
+
+# --- a run directory changed by hostile tool code -----------------------------------
+#
+# Tool processes can swap any entry of the run directory for a FIFO, a device, a
+# symlink or a hard link, also while an editor call is under way. Nothing may
+# block the worker's thread, and nothing outside the run directory may be read
+# or written.
+
+EDITOR_SOURCES = {
+    str(Path(module.__file__).resolve()) for module in (str_replace_editor, safe_files)
+}
+
+
+def busy_editor_threads() -> list[str]:
+    """Threads (other than this one) that are inside the editor's code."""
+    busy = []
+    for thread_id, frame in sys._current_frames().items():
+        if thread_id == threading.get_ident():
+            continue
+        while frame is not None:
+            if str(Path(frame.f_code.co_filename).resolve()) in EDITOR_SOURCES:
+                busy.append(f"thread {thread_id} in {frame.f_code.co_name}")
+                break
+            frame = frame.f_back
+    return busy
+
+
+@pytest.fixture
+def make_fifo():
+    """mkfifo, and at teardown release any thread still blocked on the FIFOs
+    (a reader waiting for a writer or the reverse), so that a failing test
+    does not hang the session."""
+    made: list[Path] = []
+
+    def make(path: Path) -> Path:
+        os.mkfifo(path)
+        made.append(path)
+        return path
+
+    yield make
+    for path in made:
+        for flags in (os.O_WRONLY, os.O_RDONLY):
+            with contextlib.suppress(OSError):
+                os.close(os.open(path, flags | os.O_NONBLOCK))
+
+
+async def quick_edit(editor: StrReplaceEditor, **arguments) -> tuple[ToolResult, float]:
+    """The call's result and how long it took; fails (rather than hangs) if it
+    takes more than 5 s."""
+    started = time.monotonic()
+    result = await asyncio.wait_for(edit(editor, **arguments), 5)
+    return result, time.monotonic() - started
+
+
+FIFO_CALLS = {
+    "view": dict(command="view", path="f.txt"),
+    "str_replace": dict(command="str_replace", path="f.txt", old_str="a", new_str="b"),
+    "insert": dict(command="insert", path="f.txt", insert_line=0, new_str="x"),
+    "undo_edit": dict(command="undo_edit", path="f.txt"),
+    "create": dict(command="create", path="f.txt", file_text="x"),
+}
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("command", FIFO_CALLS)
+async def test_a_fifo_is_refused_at_once(
+    editor: StrReplaceEditor, run_dir: Path, make_fifo, command: str
+) -> None:
+    if command == "undo_edit":
+        await edit(editor, command="create", path="f.txt", file_text="a\n")
+        (run_dir / "f.txt").unlink()
+    make_fifo(run_dir / "f.txt")
+    (run_dir / "other.txt").write_text("still works\n")
+
+    result, seconds = await quick_edit(editor, **FIFO_CALLS[command])
+
+    assert result.error and seconds < 2
+    if command == "create":
+        assert "already exists" in result.output
+    else:
+        assert "f.txt is not a regular file (it is a FIFO)" in result.output
+    assert stat.S_ISFIFO((run_dir / "f.txt").lstat().st_mode)
+    assert busy_editor_threads() == []
+    after, seconds = await quick_edit(editor, command="view", path="other.txt")
+    assert "still works" in after.output and seconds < 2
+
+
+@pytest.mark.timeout(20)
+async def test_a_symlink_swapped_in_during_undo_is_not_written_through(
+    editor: StrReplaceEditor, run_dir: Path, tmp_path: Path, make_fifo
+) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("secret\n")
+    await edit(editor, command="create", path="f.txt", file_text="original\n")
+    await edit(editor, command="str_replace", path="f.txt", old_str="original", new_str="changed")
+    target = run_dir / "f.txt"
+    target.unlink()
+    make_fifo(target)
+    done = threading.Event()
+
+    def attacker() -> None:
+        # Waits until the editor opens the FIFO, then replaces the name with a
+        # symlink to the secret and feeds the edit's content through the FIFO.
+        while not done.is_set():
+            try:
+                writer = os.open(target, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:  # no reader yet (ENXIO), or already swapped
+                time.sleep(0.001)
+                continue
+            target.unlink()
+            target.symlink_to(secret)
+            os.write(writer, b"changed\n")
+            os.close(writer)
+            return
+
+    thread = threading.Thread(target=attacker, daemon=True)
+    thread.start()
+    try:
+        result, seconds = await quick_edit(editor, command="undo_edit", path="f.txt")
+    finally:
+        done.set()
+        thread.join(5)
+    assert secret.read_text() == "secret\n"
+    assert result.error and seconds < 2
+    assert "secret" not in result.output.replace(str(tmp_path), "")
+
+
+@pytest.mark.timeout(20)
+async def test_a_parent_swapped_for_an_outside_symlink_during_create_is_not_followed(
+    editor: StrReplaceEditor, run_dir: Path, tmp_path: Path, make_fifo
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (run_dir / "sub").mkdir()
+    fifo = make_fifo(run_dir / "sub" / "new.txt")
+    done = threading.Event()
+
+    def attacker() -> None:
+        while not done.is_set():
+            try:
+                writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                time.sleep(0.001)
+                continue
+            (run_dir / "sub").rename(run_dir / "old_sub")
+            (run_dir / "sub").symlink_to(outside)
+            os.close(writer)
+            return
+
+    thread = threading.Thread(target=attacker, daemon=True)
+    thread.start()
+    try:
+        result, seconds = await quick_edit(editor, command="create", path="sub/new.txt", file_text="x\n")
+    finally:
+        done.set()
+        thread.join(5)
+    assert list(outside.iterdir()) == []
+    assert result.error and seconds < 2
+
+
+@pytest.mark.asyncio
+async def test_a_hard_link_to_an_outside_file_is_not_written(
+    editor: StrReplaceEditor, run_dir: Path, tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("secret\n")
+    os.link(secret, run_dir / "linked.txt")
+    attempts = [
+        dict(command="str_replace", path="linked.txt", old_str="secret", new_str="changed"),
+        dict(command="insert", path="linked.txt", insert_line=0, new_str="changed"),
+        dict(command="undo_edit", path="linked.txt"),
+    ]
+    for arguments in attempts:
+        result = await edit(editor, **arguments)
+        assert result.error, arguments
+        assert "linked.txt has 2 hard links" in result.output
+        assert "\tsecret" not in result.output
+    assert secret.read_text() == "secret\n"
+
+
+@pytest.mark.timeout(20)
+async def test_device_files_are_refused(editor: StrReplaceEditor, run_dir: Path) -> None:
+    zero = run_dir / "zero"
+    try:
+        os.mknod(zero, 0o666 | stat.S_IFCHR, os.makedev(1, 5))  # like /dev/zero
+    except PermissionError:
+        pytest.skip("creating a device node needs CAP_MKNOD")
+    (run_dir / "abs_zero").symlink_to("/dev/zero")
+    (run_dir / "rel_zero").symlink_to(os.path.relpath("/dev/zero", run_dir))
+    # view first: the old editor read an undo target without any check, and
+    # reading a /dev/zero never ends.
+    for command in ("view", "str_replace", "insert", "undo_edit"):
+        arguments = dict(command=command, path="zero", old_str="a", new_str="b", insert_line=0)
+        result, seconds = await quick_edit(editor, **arguments)
+        assert result.error and seconds < 2, command
+        assert "zero is not a regular file (it is a character device)" in result.output, command
+    for path in ("abs_zero", "rel_zero"):
+        for command in ("view", "undo_edit"):
+            result, seconds = await quick_edit(editor, command=command, path=path)
+            assert result.error and seconds < 2
+            assert "outside the run's working directory" in result.output
+
+
+@pytest.mark.timeout(20)
+async def test_a_file_over_the_size_limit_is_refused_even_by_undo(
+    editor: StrReplaceEditor, run_dir: Path
+) -> None:
+    await edit(editor, command="create", path="f.txt", file_text="a\n")
+    with open(run_dir / "f.txt", "r+b") as file:
+        file.truncate(str_replace_editor.MAX_FILE_BYTES + 1)  # sparse: cheap to make
+    for command in ("view", "str_replace", "undo_edit"):
+        result = await edit(editor, command=command, path="f.txt", old_str="a", new_str="b")
+        assert result.error, command
+        assert "f.txt is larger than 10 MiB" in result.output, command
+    assert (run_dir / "f.txt").stat().st_size == str_replace_editor.MAX_FILE_BYTES + 1
+
+
+@pytest.mark.asyncio
+async def test_created_files_belong_to_the_run_directory_owner(
+    editor: StrReplaceEditor, run_dir: Path
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("only a root worker hands files over to the tools' uid")
+    os.chown(run_dir, 65534, 65534)
+    assert not (await edit(editor, command="create", path="pkg/sub/mod.py", file_text="x = 1\n")).error
+    for path in (run_dir / "pkg", run_dir / "pkg" / "sub", run_dir / "pkg" / "sub" / "mod.py"):
+        assert (path.stat().st_uid, path.stat().st_gid) == (65534, 65534), path
+
+
+@pytest.mark.asyncio
+async def test_symlinks_that_stay_inside_are_followed(editor: StrReplaceEditor, run_dir: Path) -> None:
+    (run_dir / "src").mkdir()
+    (run_dir / "src" / "real.py").write_text("x = 1\n")
+    (run_dir / "rel.py").symlink_to("src/real.py")
+    (run_dir / "abs.py").symlink_to(run_dir / "src" / "real.py")
+    (run_dir / "src_link").symlink_to("src")
+    for path in ("rel.py", "abs.py", "src_link/real.py"):
+        assert "x = 1" in (await edit(editor, command="view", path=path)).output, path
+    result = await edit(editor, command="str_replace", path="rel.py", old_str="x = 1", new_str="x = 2")
+    assert not result.error
+    assert (run_dir / "src" / "real.py").read_text() == "x = 2\n"
+    assert (run_dir / "rel.py").is_symlink()
+
+
+@pytest.mark.timeout(20)
+async def test_a_stuck_call_answers_by_its_deadline(
+    workspace: Workspace, run_dir: Path, make_fifo
+) -> None:
+    # Nothing a tool can do blocks the editor any more, so stand in for a stuck
+    # filesystem with the worker-private undo history turned into a FIFO.
+    editor = StrReplaceEditor(workspace, deadline_seconds=1)
+    await edit(editor, command="create", path="f.txt", file_text="a\n")
+    [history_file] = workspace.history_dir(RUN).iterdir()
+    history_file.unlink()
+    make_fifo(history_file)
+    started = time.monotonic()
+    result = await asyncio.wait_for(
+        edit(editor, command="str_replace", path="f.txt", old_str="a", new_str="b"), 5
+    )
+    assert result.error and "did not finish within 1 s" in result.output
+    assert time.monotonic() - started < 3

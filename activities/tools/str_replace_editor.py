@@ -1,7 +1,13 @@
 """The str_replace_editor tool: view, create and edit text files in the run's directory.
 
-Every path goes through Workspace.resolve, so the editor cannot touch anything
-outside the run's directory, symlinks included.
+Tool code can change the run's directory between (and during) calls, so every
+file is reached through activities.safe_files: resolved beneath an open
+descriptor of the run directory (symlinks followed only while they stay
+inside), opened without blocking, and checked on the descriptor to be a
+regular file of bounded size (and, to be written, with a single link) before
+anything is read or written. A file is read and written through the same
+descriptor. Refusals come back as observations. A deadline bounds how long the
+activity waits for its thread in case a filesystem stalls anyway.
 
 Undo history lives on disk under Workspace.history_dir (out of the agent's
 reach), one JSON file per edited file, so it survives a worker restart.
@@ -18,10 +24,13 @@ arguments is always treated as new.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
+import stat
 import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -31,6 +40,8 @@ from temporalio import activity
 from temporalio.common import RetryPolicy
 
 from agent_model.tool_io import ToolRequest, ToolResult
+from activities import safe_files
+from activities.safe_files import Beneath, FileTooLarge, OutsideRoot, UnsafeFile
 from activities.tools.process import bad_arguments
 from activities.workspace import PathOutsideWorkspace, Workspace
 
@@ -41,7 +52,7 @@ COMMANDS = ("view", "create", "str_replace", "insert", "undo_edit")
 MAX_UNDO_DEPTH = 20
 """Edits remembered per file; older ones can no longer be undone."""
 
-MAX_FILE_BYTES = 10 * 1024 * 1024
+MAX_FILE_BYTES = safe_files.MAX_FILE_BYTES
 """Largest file the editor reads (10 MiB); bigger ones are refused."""
 
 SNIPPET_CONTEXT_LINES = 4
@@ -112,17 +123,25 @@ OPTIONS: dict = {
     ),
 }
 
+DEADLINE_SECONDS = OPTIONS["start_to_close_timeout"].total_seconds() - 3
+"""How long `run` waits for its thread: long enough for any real file, short
+enough to answer before start_to_close_timeout."""
+
 
 class _Refusal(Exception):
     """A request the tool cannot carry out; its message goes back to the model."""
 
 
 class StrReplaceEditor:
-    def __init__(self, workspace: Workspace, max_view_chars: int = 16000) -> None:
+    def __init__(
+        self, workspace: Workspace, max_view_chars: int = 16000, deadline_seconds: float = DEADLINE_SECONDS
+    ) -> None:
         """max_view_chars: longest `view` output (default 16000 characters);
-        longer output is clipped with a hint to use view_range."""
+        longer output is clipped with a hint to use view_range.
+        deadline_seconds: longest wait for one call's file operations."""
         self.workspace = workspace
         self.max_view_chars = max_view_chars
+        self.deadline_seconds = deadline_seconds
 
     @activity.defn(name=NAME)
     async def run(self, request: ToolRequest) -> ToolResult:
@@ -133,45 +152,75 @@ class StrReplaceEditor:
         if not isinstance(path, str) or not path:
             raise bad_arguments("str_replace_editor needs a non-empty string argument 'path'.")
         self.workspace.run_dir(request.workspace)  # rejects a bad run name early
-        return await asyncio.to_thread(
-            self._run, request.workspace, command, path, arguments, _current_attempt()
-        )
+        work = asyncio.to_thread(self._run, request.workspace, command, path, arguments, _current_attempt())
+        try:
+            return await asyncio.wait_for(work, self.deadline_seconds)
+        except TimeoutError:
+            # The thread may still be stuck; the activity answers regardless.
+            return ToolResult(
+                output=(
+                    f"str_replace_editor did not finish within {self.deadline_seconds:g} s; "
+                    f"{path} may or may not have been changed. View it before retrying."
+                ),
+                error=True,
+            )
 
     def _run(
         self, run_name: str, command: str, path: str, arguments: dict[str, Any], attempt: _Attempt
     ) -> ToolResult:
+        run_dir = self.workspace.run_dir(run_name)
         try:
-            target = self.workspace.resolve(run_name, path)
-            if command == "view":
-                return ToolResult(output=self._view(target, path, arguments.get("view_range")))
-            history = _History(self.workspace.history_dir(run_name), target)
-            handler = {
-                "create": _create,
-                "str_replace": _str_replace,
-                "insert": _insert,
-                "undo_edit": _undo,
-            }[command]
-            return ToolResult(output=handler(target, path, arguments, history, attempt))
-        except (_Refusal, PathOutsideWorkspace) as refusal:
+            with Beneath(run_dir) as directory:
+                target = _Target(directory, directory.relative(path), path)
+                if command == "view":
+                    return ToolResult(output=self._view(target, arguments.get("view_range")))
+                history = _History(self.workspace.history_dir(run_name), target.key)
+                handler = {
+                    "create": _create,
+                    "str_replace": _str_replace,
+                    "insert": _insert,
+                    "undo_edit": _undo,
+                }[command]
+                return ToolResult(output=handler(target, arguments, history, attempt))
+        except OutsideRoot:
+            return ToolResult(output=str(PathOutsideWorkspace(path, run_dir)), error=True)
+        except FileTooLarge as refusal:
+            return ToolResult(output=f"{path} {refusal.problem}; use bash to inspect it.", error=True)
+        except UnsafeFile as refusal:
+            return ToolResult(output=f"{path} {refusal.problem}.", error=True)
+        except _Refusal as refusal:
             return ToolResult(output=str(refusal), error=True)
+        except FileNotFoundError:
+            return ToolResult(output=f"{path} does not exist.", error=True)
         except ValueError as error:  # e.g. a NUL byte in the path
             return ToolResult(output=f"Invalid path {path!r}: {error}", error=True)
         except OSError as error:
             return ToolResult(output=f"{path}: {error.strerror or error}", error=True)
 
-    def _view(self, target: Path, shown: str, view_range: Any) -> str:
-        if target.is_dir():
-            if view_range is not None:
-                raise _Refusal("view_range only applies to files, and this is a directory.")
-            text = f"Files and directories in {shown}, {LISTING_DEPTH} levels deep (hidden ones skipped):\n"
-            listing = "\n".join(_listing(target, LISTING_DEPTH)) or "(empty directory)"
-            return self._clipped(text + listing, "view a subdirectory to see the rest")
-        lines = _lines(_read_text(target, shown))
+    def _view(self, target: _Target, view_range: Any) -> str:
+        shown = target.shown
+        fd = target.directory.open_file(
+            target.relative, writing=False, limit=MAX_FILE_BYTES, directory_ok=True
+        )
+        try:
+            if stat.S_ISDIR(os.fstat(fd).st_mode):
+                return self._view_directory(fd, shown, view_range)
+            data = safe_files.read_all(fd, target.relative, MAX_FILE_BYTES)
+        finally:
+            os.close(fd)
+        lines = _lines(_decoded(data, shown))
         first, last = _view_bounds(view_range, len(lines))
         if not lines:
             return f"{shown} is empty."
         text = f"{shown}, lines {first}-{last} of {len(lines)}:\n" + _numbered(lines, first, last)
         return self._clipped(text, "use view_range to see the rest")
+
+    def _view_directory(self, dir_fd: int, shown: str, view_range: Any) -> str:
+        if view_range is not None:
+            raise _Refusal("view_range only applies to files, and this is a directory.")
+        text = f"Files and directories in {shown}, {LISTING_DEPTH} levels deep (hidden ones skipped):\n"
+        listing = "\n".join(_listing(dir_fd, LISTING_DEPTH)) or "(empty directory)"
+        return self._clipped(text + listing, "view a subdirectory to see the rest")
 
     def _clipped(self, text: str, hint: str) -> str:
         if len(text) <= self.max_view_chars:
@@ -184,27 +233,43 @@ class StrReplaceEditor:
 # --- the editing commands -------------------------------------------------------
 
 
-def _create(target: Path, shown: str, arguments: dict, history: _History, attempt: _Attempt) -> str:
+def _create(target: _Target, arguments: dict, history: _History, attempt: _Attempt) -> str:
+    shown = target.shown
     file_text = _text_argument(arguments, "file_text", "create")
-    replay = history.replay(attempt, _current_content(target))
-    if replay is not None:
-        return replay
-    if target.exists() or target.is_symlink():
-        raise _Refusal(f"{shown} already exists; use str_replace or insert to change it.")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    if attempt.is_retry:
+        with target.opened(missing_ok=True) as file:
+            replay = history.replay(attempt, file.content(), file.put)
+        if replay is not None:
+            return replay
+    exists = f"{shown} already exists; use str_replace or insert to change it."
+    if target.directory.exists(target.relative):
+        raise _Refusal(exists)
     output = f"Created {shown} ({len(_lines(file_text))} lines)."
     history.record_edit(None, file_text, attempt.tag, output)
-    _write_text(target, file_text)
+    try:
+        target.directory.create_file(target.relative, file_text.encode("utf-8"))
+    except BaseException as error:
+        # Nothing was created, so there is nothing for undo to delete.
+        history.forget_last_edit()
+        if isinstance(error, FileExistsError):
+            raise _Refusal(exists) from None
+        raise
     return output
 
 
-def _str_replace(target: Path, shown: str, arguments: dict, history: _History, attempt: _Attempt) -> str:
+def _str_replace(target: _Target, arguments: dict, history: _History, attempt: _Attempt) -> str:
     old_str = _text_argument(arguments, "old_str", "str_replace")
     new_str = _text_argument(arguments, "new_str", "str_replace", default="")
     if not old_str:
         raise _Refusal("str_replace: 'old_str' must not be empty.")
-    content = _read_text(target, shown)
-    replay = history.replay(attempt, content)
+    with target.opened(missing_ok=False) as file:
+        return _replace_in(file, old_str, new_str, history, attempt)
+
+
+def _replace_in(file: _OpenFile, old_str: str, new_str: str, history: _History, attempt: _Attempt) -> str:
+    shown = file.target.shown
+    content = file.text()
+    replay = history.replay(attempt, content, file.put)
     if replay is not None:
         return replay
     starts = _occurrences(content, old_str)
@@ -224,17 +289,23 @@ def _str_replace(target: Path, shown: str, arguments: dict, history: _History, a
     first_line = content.count("\n", 0, starts[0]) + 1
     output = _edited_message(shown, updated, first_line, first_line + new_str.count("\n"))
     history.record_edit(content, updated, attempt.tag, output)
-    _write_text(target, updated)
+    file.put(updated)
     return output
 
 
-def _insert(target: Path, shown: str, arguments: dict, history: _History, attempt: _Attempt) -> str:
+def _insert(target: _Target, arguments: dict, history: _History, attempt: _Attempt) -> str:
     new_str = _text_argument(arguments, "new_str", "insert")
     insert_line = arguments.get("insert_line")
     if not isinstance(insert_line, int) or isinstance(insert_line, bool):
         raise _Refusal("insert: 'insert_line' must be an integer (0 inserts at the top).")
-    content = _read_text(target, shown)
-    replay = history.replay(attempt, content)
+    with target.opened(missing_ok=False) as file:
+        return _insert_in(file, new_str, insert_line, history, attempt)
+
+
+def _insert_in(file: _OpenFile, new_str: str, insert_line: int, history: _History, attempt: _Attempt) -> str:
+    shown = file.target.shown
+    content = file.text()
+    replay = history.replay(attempt, content, file.put)
     if replay is not None:
         return replay
     lines = _lines(content, keep_ends=True)
@@ -250,13 +321,19 @@ def _insert(target: Path, shown: str, arguments: dict, history: _History, attemp
     updated = "".join(above) + inserted + "".join(lines[insert_line:])
     output = _edited_message(shown, updated, insert_line + 1, insert_line + inserted.count("\n"))
     history.record_edit(content, updated, attempt.tag, output)
-    _write_text(target, updated)
+    file.put(updated)
     return output
 
 
-def _undo(target: Path, shown: str, arguments: dict, history: _History, attempt: _Attempt) -> str:
-    current = _current_content(target)
-    replay = history.replay_undo(attempt, target)
+def _undo(target: _Target, arguments: dict, history: _History, attempt: _Attempt) -> str:
+    with target.opened(missing_ok=True) as file:
+        return _undo_in(file, history, attempt)
+
+
+def _undo_in(file: _OpenFile, history: _History, attempt: _Attempt) -> str:
+    shown = file.target.shown
+    current = file.content()
+    replay = history.replay_undo(attempt, current, file.put)
     if replay is not None:
         return replay
     edit = history.pop_edit()
@@ -270,7 +347,7 @@ def _undo(target: Path, shown: str, arguments: dict, history: _History, attempt:
     if current != edit["after"]:
         output += " Note: the file had changed since that edit; those changes were discarded too."
     history.record_undo(restored, attempt.tag, output)
-    _put_content(target, restored)
+    file.put(restored)
     return output
 
 
@@ -290,7 +367,8 @@ def _edited_message(shown: str, updated: str, first: int, last: int) -> str:
 
 class _History:
     """The undo stack of one file: a JSON file in the run's history directory,
-    named by a hash of the file's real path.
+    named by a hash of the file's absolute path (normalised, symlinks not
+    resolved).
 
     {"path": "...", "edits": [{"before": str | None, "after": str, "tag": str | None,
      "output": str}, ...], "last_undo": {"content": str | None, "tag": ..., "output": ...} | None}
@@ -298,14 +376,14 @@ class _History:
     "before": None means the file did not exist (the edit was a create).
     """
 
-    def __init__(self, history_dir: Path, target: Path) -> None:
-        key = hashlib.sha256(str(target).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    def __init__(self, history_dir: Path, path: str) -> None:
+        key = hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()[:32]
         self.file = history_dir / f"{key}.json"
-        self.state = self._load(str(target))
+        self.state = self._load(path)
 
-    def replay(self, attempt: _Attempt, current: str | None) -> str | None:
+    def replay(self, attempt: _Attempt, current: str | None, put: Callable[[str | None], None]) -> str | None:
         """If this attempt retries the execution that made the latest edit,
-        complete that edit if needed and return its answer."""
+        complete that edit if needed (through `put`) and return its answer."""
         edits = self.state["edits"]
         if not attempt.is_retry or not edits or edits[-1]["tag"] != attempt.tag:
             return None
@@ -313,16 +391,18 @@ class _History:
         if current == edit["after"]:
             return edit["output"]
         if current == edit["before"]:  # recorded, but the write never happened
-            _put_content(Path(self.state["path"]), edit["after"])
+            put(edit["after"])
             return edit["output"]
         return None  # the file changed since: treat the call as new
 
-    def replay_undo(self, attempt: _Attempt, target: Path) -> str | None:
+    def replay_undo(
+        self, attempt: _Attempt, current: str | None, put: Callable[[str | None], None]
+    ) -> str | None:
         undo = self.state["last_undo"]
         if not attempt.is_retry or undo is None or undo["tag"] != attempt.tag:
             return None
-        if _current_content(target) != undo["content"]:
-            _put_content(target, undo["content"])
+        if current != undo["content"]:
+            put(undo["content"])
         return undo["output"]
 
     def record_edit(self, before: str | None, after: str, tag: str | None, output: str) -> None:
@@ -330,6 +410,11 @@ class _History:
         edits.append({"before": before, "after": after, "tag": tag, "output": output})
         del edits[:-MAX_UNDO_DEPTH]
         self.state["last_undo"] = None
+        self._save()
+
+    def forget_last_edit(self) -> None:
+        """Drop the edit just recorded, whose write failed."""
+        self.state["edits"].pop()
         self._save()
 
     def pop_edit(self) -> dict | None:
@@ -393,43 +478,83 @@ def _text_argument(arguments: dict, name: str, command: str, default: str | None
     return value
 
 
-def _read_text(target: Path, shown: str) -> str:
-    if not target.exists():
-        raise _Refusal(f"{shown} does not exist.")
-    if not target.is_file():
-        raise _Refusal(f"{shown} is not a regular file.")
-    if target.stat().st_size > MAX_FILE_BYTES:
-        size_mib = MAX_FILE_BYTES // (1024 * 1024)
-        raise _Refusal(f"{shown} is larger than {size_mib} MiB; use bash to inspect it.")
-    data = target.read_bytes()
+class _Target:
+    """The path a call names: where it is relative to the run directory, and
+    how to show it."""
+
+    def __init__(self, directory: Beneath, relative: str, shown: str) -> None:
+        self.directory = directory
+        self.relative = relative
+        self.shown = shown
+        self.key = os.path.normpath(directory.path / relative)
+        """Names the file's undo history."""
+
+    @contextlib.contextmanager
+    def opened(self, missing_ok: bool) -> Iterator[_OpenFile]:
+        """The file, opened once for reading and writing, so that what an edit
+        reads and what it writes are the same file whatever happens to the
+        name meanwhile."""
+        try:
+            fd = self.directory.open_file(self.relative, writing=True, limit=MAX_FILE_BYTES)
+        except FileNotFoundError:
+            if not missing_ok:
+                raise _Refusal(f"{self.shown} does not exist.") from None
+            fd = None
+        try:
+            yield _OpenFile(self, fd)
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+
+class _OpenFile:
+    def __init__(self, target: _Target, fd: int | None) -> None:
+        self.target = target
+        self.fd = fd
+        """None: the file does not exist."""
+        self._data: bytes | None = None
+
+    def _bytes(self) -> bytes | None:
+        if self.fd is not None and self._data is None:
+            self._data = safe_files.read_all(self.fd, self.target.relative, MAX_FILE_BYTES)
+        return self._data
+
+    def text(self) -> str:
+        data = self._bytes()
+        if data is None:
+            raise _Refusal(f"{self.target.shown} does not exist.")
+        return _decoded(data, self.target.shown)
+
+    def content(self) -> str | None:
+        """The file's text, or None if it does not exist (or is not text)."""
+        data = self._bytes()
+        try:
+            return None if data is None else _decoded(data, self.target.shown)
+        except _Refusal:
+            return None
+
+    def put(self, content: str | None) -> None:
+        """Make the file hold `content`; None means it should not exist."""
+        directory, relative = self.target.directory, self.target.relative
+        if content is None:
+            if self.fd is not None:
+                directory.remove_file(relative)
+        elif self.fd is not None:
+            safe_files.replace_all(self.fd, content.encode("utf-8"))
+        else:
+            try:
+                directory.create_file(relative, content.encode("utf-8"))
+            except FileExistsError:
+                raise _Refusal(f"{self.target.shown} appeared meanwhile; nothing was written.") from None
+
+
+def _decoded(data: bytes, shown: str) -> str:
     try:
         if b"\0" in data:
             raise UnicodeError
         return data.decode("utf-8")
     except UnicodeError:
         raise _Refusal(f"{shown} is not a text file (it is binary or not UTF-8).") from None
-
-
-def _current_content(target: Path) -> str | None:
-    """The file's text, or None if it does not exist (or is not readable text)."""
-    try:
-        return target.read_bytes().decode("utf-8")
-    except (OSError, UnicodeError):
-        return None
-
-
-def _write_text(target: Path, text: str) -> None:
-    # In place rather than rename, so the file keeps its mode and hard links.
-    target.write_bytes(text.encode("utf-8"))
-
-
-def _put_content(target: Path, content: str | None) -> None:
-    """Make the file hold `content`; None means it should not exist."""
-    if content is None:
-        target.unlink(missing_ok=True)
-    else:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        _write_text(target, content)
 
 
 def _lines(text: str, keep_ends: bool = False) -> list[str]:
@@ -477,18 +602,28 @@ def _occurrences(text: str, part: str) -> list[int]:
     return starts
 
 
-def _listing(directory: Path, depth: int, prefix: str = "") -> list[str]:
+def _listing(dir_fd: int, depth: int, prefix: str = "") -> list[str]:
     """Non-hidden entries, directories marked with "/". Symlinked directories
     are listed but not entered, since they may lead out of the run directory."""
+    with os.scandir(dir_fd) as entries:
+        found = sorted(
+            (entry.name, entry.is_dir(follow_symlinks=False))
+            for entry in entries
+            if not entry.name.startswith(".")
+        )
     lines = []
-    with os.scandir(directory) as entries:
-        for entry in sorted(entries, key=lambda e: e.name):
-            if entry.name.startswith("."):
+    for name, is_dir in found:
+        if not is_dir:
+            lines.append(f"{prefix}{name}")
+            continue
+        lines.append(f"{prefix}{name}/")
+        if depth > 1:
+            try:
+                child = safe_files.open_child_dir(dir_fd, name)
+            except OSError:  # replaced by something else since it was listed
                 continue
-            if entry.is_dir(follow_symlinks=False):
-                lines.append(f"{prefix}{entry.name}/")
-                if depth > 1:
-                    lines.extend(_listing(Path(entry.path), depth - 1, f"{prefix}{entry.name}/"))
-            else:
-                lines.append(f"{prefix}{entry.name}")
+            try:
+                lines.extend(_listing(child, depth - 1, f"{prefix}{name}/"))
+            finally:
+                os.close(child)
     return lines
