@@ -1,4 +1,6 @@
-"""The tool sandbox: bubblewrap and a pids cgroup around python_execute and bash.
+"""The tool sandbox around python_execute and bash, attacked as model-written
+code would attack it: the network, capabilities, mounts, other processes,
+other runs, resources, a frozen worker, and a machine without bubblewrap.
 
 CI installs bubblewrap (.ci/run), so there these tests must run; elsewhere
 they are skipped when the machine cannot confine processes.
@@ -6,9 +8,14 @@ they are skipped when the machine cannot confine processes.
 
 from __future__ import annotations
 
+import asyncio
+import http.server
 import os
+import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -16,11 +23,13 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.tools.bash import Bash
+from activities.tools.process import LEASE_SECONDS
 from activities.tools.python_execute import PythonExecute
-from activities.tools.sandbox import ToolSandbox
+from activities.tools.sandbox import SandboxUnavailable, ToolSandbox
 from activities.workspace import Workspace
 from agent_model.tool_io import ToolRequest
 
+REPO = Path(__file__).resolve().parent.parent
 SECRET = "sk-sandbox-secret-123"
 
 
@@ -37,16 +46,26 @@ def setup(tmp_path):
     config = tmp_path / "config.toml"
     config.write_text(f'[llm]\napi_key = "{SECRET}"\n')
     sandbox = ToolSandbox.detect("auto", root, hidden_files=[config])
-    require(sandbox.bwrap is not None, "bubblewrap")
+    require(sandbox.mode == "bwrap", f"bubblewrap ({sandbox.problem})")
     workspace = Workspace(root)
     (workspace.run_dir("other-run") / "private.txt").write_text("other run's data")
     return workspace, sandbox, config
 
 
-async def python(workspace, sandbox, code: str, timeout: float = 30.0) -> str:
+async def python(workspace, sandbox, code: str, timeout: float = 30.0, run: str = "run-1") -> str:
     tool = PythonExecute(workspace, timeout=timeout, sandbox=sandbox)
-    result = await ActivityEnvironment().run(tool.run, ToolRequest(workspace="run-1", arguments={"code": code}))
+    result = await ActivityEnvironment().run(tool.run, ToolRequest(workspace=run, arguments={"code": code}))
     return result.output
+
+
+async def bash(workspace, sandbox, command: str, cwd: str | None = None):
+    tool = Bash(workspace, sandbox=sandbox)
+    return await ActivityEnvironment().run(
+        tool.run, ToolRequest(workspace="run-1", arguments={"command": command}, cwd=cwd)
+    )
+
+
+# ---- files ---------------------------------------------------------------------
 
 
 async def test_only_the_run_directory_is_writable(setup, tmp_path):
@@ -70,19 +89,20 @@ for path in ["/etc/dm-test", os.path.expanduser("~/../escape.txt"), "../escape.t
     assert not Path("/tmp/private.txt").exists()  # /tmp is private to the call
 
 
-async def test_other_runs_history_and_config_are_hidden(setup):
+async def test_other_runs_the_code_and_the_config_are_not_there(setup):
     workspace, sandbox, config = setup
     out = await python(workspace, sandbox, f"""
 import os
 print(sorted(os.listdir({str(workspace.root)!r})))
-try:
-    print("config:", repr(open({str(config)!r}).read()))
-except OSError as e:
-    print("config:", type(e).__name__)
+for path in [{str(config)!r}, {str(REPO / "config" / "settings.py")!r}, "/run", "/home", "/root/.bashrc", "/var"]:
+    try:
+        print(path, "readable:", len(open(path).read()) if os.path.isfile(path) else os.listdir(path))
+    except OSError as e:
+        print(path, type(e).__name__)
 print("other:", os.path.exists({str(workspace.root / "other-run" / "private.txt")!r}))
 """)
     assert "['run-1']" in out
-    assert ("config: ''" in out or "config: PermissionError" in out) and SECRET not in out
+    assert "readable" not in out and SECRET not in out, out
     assert "other: False" in out
 
 
@@ -111,21 +131,144 @@ print("key in env:", "OPENAI_API_KEY" in os.environ)
     assert "key in env: False" in out
 
 
-async def test_bash_keeps_its_directory_and_background_jobs_end_with_the_call(setup):
+# ---- privileges ------------------------------------------------------------------
+
+
+async def test_no_capabilities_no_new_privileges_and_no_remount(setup):
     workspace, sandbox, _ = setup
-    tool = Bash(workspace, sandbox=sandbox)
-    env = ActivityEnvironment()
-    first = await env.run(tool.run, ToolRequest(workspace="run-1", arguments={"command": "mkdir -p sub; cd sub; (sleep 300 &); setsid sleep 301 & echo started"}))
-    assert first.cwd.endswith("/run-1/sub"), first
-    second = await env.run(tool.run, ToolRequest(workspace="run-1", arguments={"command": "pwd"}, cwd=first.cwd))
-    assert second.output.strip().endswith("/run-1/sub")
-    survivors = subprocess.run(["pgrep", "-f", "sleep 30[01]"], capture_output=True, text=True).stdout.split()
-    assert survivors == [], "background processes outlived the call that started them"
+    result = await bash(workspace, sandbox, """
+grep -E '^(Uid|CapEff|CapPrm|CapBnd|CapAmb|NoNewPrivs):' /proc/self/status
+umount -l /proc 2>/dev/null && echo UMOUNTED
+mount -o remount,bind,rw / 2>/dev/null && echo REMOUNTED
+mount -t proc proc /tmp 2>/dev/null && echo MOUNTED
+unshare -U true 2>/dev/null && echo USERNS
+touch /usr/dm-test 2>/dev/null && echo WROTE_USR
+echo done
+""")
+    fields = dict(line.split(":\t", 1) for line in result.output.splitlines() if ":\t" in line)
+    for cap in ("CapEff", "CapPrm", "CapBnd", "CapAmb"):
+        assert int(fields[cap], 16) == 0, result.output
+    assert fields["NoNewPrivs"].strip() == "1"
+    uid = int(fields["Uid"].split()[0])
+    assert uid != 0, "tool code runs as root"
+    if os.geteuid() != 0:
+        assert uid == os.geteuid()
+    for escape in ("UMOUNTED", "REMOUNTED", "MOUNTED", "USERNS", "WROTE_USR"):
+        assert escape not in result.output
+    assert "done" in result.output
+    assert not Path("/usr/dm-test").exists()
+
+
+# ---- network ---------------------------------------------------------------------
+
+
+def _listener(family=socket.AF_INET, address=("127.0.0.1", 0)):
+    server = socket.socket(family, socket.SOCK_STREAM)
+    server.bind(address)
+    server.listen()
+    server.settimeout(0.1)
+    return server
+
+
+def _host_addresses() -> list[str]:
+    """This machine's own non-loopback IPv4 addresses (may be none)."""
+    out = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()
+    return [a for a in out if "." in a and not a.startswith("127.")]
+
+
+async def test_no_route_to_the_host_loopback_its_addresses_or_its_sockets(setup):
+    """The Temporal frontend and the LLM endpoint listen on the host's loopback
+    (or its addresses); tool code must reach none of them."""
+    workspace, sandbox, _ = setup
+    tcp = _listener(address=("0.0.0.0", 0))  # reachable from the host at any of its addresses
+    port = tcp.getsockname()[1]
+    abstract = _listener(socket.AF_UNIX, "\0durable-manus-test-" + str(os.getpid()))
+    targets = [("127.0.0.1", port)] + [(a, port) for a in _host_addresses()]
+    try:
+        out = await python(workspace, sandbox, f"""
+import socket
+for host, port in {targets!r}:
+    s = socket.socket()
+    s.settimeout(2)
+    try:
+        s.connect((host, port))
+        print("CONNECTED", host, port)
+    except OSError as e:
+        print("refused", host, type(e).__name__)
+u = socket.socket(socket.AF_UNIX)
+try:
+    u.connect("\\0durable-manus-test-{os.getpid()}")
+    print("CONNECTED abstract")
+except OSError as e:
+    print("refused abstract", type(e).__name__)
+try:
+    socket.create_connection(("example.com", 80), timeout=2)
+    print("CONNECTED internet")
+except OSError as e:
+    print("refused internet", type(e).__name__)
+""")
+        try:
+            tcp.accept()
+            accepted = True
+        except (TimeoutError, socket.timeout):
+            accepted = False
+    finally:
+        tcp.close()
+        abstract.close()
+    assert "CONNECTED" not in out, out
+    assert not accepted
+    assert f"refused 127.0.0.1" in out and "refused abstract" in out
+
+
+class _Site(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"hello-from-the-site")
+
+    def log_message(self, *args):
+        pass
+
+
+async def test_opt_in_egress_goes_through_the_proxy_and_never_to_private_addresses(tmp_path):
+    """network = "internet": tool code reaches what the proxy allows (here a
+    local site the operator allowed explicitly, as tests have no internet), and
+    nothing private, link-local or denied, directly or through the proxy."""
+    site = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Site)
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+    port = site.server_address[1]
+    root = tmp_path / "root"
+    try:
+        results = {}
+        for allow in ((), ("127.0.0.1/32",)):
+            sandbox = ToolSandbox.detect(
+                "auto", root, network="internet", egress_allow=allow, egress_ports=(80, 443, port)
+            )
+            require(sandbox.mode == "bwrap", "bubblewrap")
+            results[allow] = await bash(Workspace(root), sandbox, f"""
+curl -sS --max-time 5 http://127.0.0.1:{port}/ 2>&1 | tail -1; echo
+curl -sS --max-time 5 --noproxy '' -x "$HTTP_PROXY" http://127.0.0.1:{port}/ 2>&1 | tail -1; echo
+curl -sS --max-time 5 --noproxy '' -x "$HTTP_PROXY" http://169.254.169.254/latest/meta-data/ 2>&1 | tail -1; echo
+curl -sS --max-time 5 --noproxy '' -x "$HTTP_PROXY" http://10.0.0.1/ 2>&1 | tail -1
+""")
+    finally:
+        site.shutdown()
+    closed = [line for line in results[()].output.splitlines() if line.strip()]
+    opened = [line for line in results[("127.0.0.1/32",)].output.splitlines() if line.strip()]
+    assert "Failed to connect" in closed[0] and "Failed to connect" in opened[0]  # no direct route, ever
+    assert "127.0.0.1 (loopback address) is not allowed" in closed[1]
+    assert opened[1] == "hello-from-the-site"
+    for lines in (closed, opened):
+        assert "169.254.169.254 (link-local address) is not allowed" in lines[2]
+        assert "10.0.0.1 (private address) is not allowed" in lines[3]
+
+
+# ---- resources ---------------------------------------------------------------------
 
 
 async def test_a_fork_bomb_is_contained(setup):
     workspace, sandbox, _ = setup
-    require(sandbox.cgroup_parent is not None, "a writable pids cgroup")
+    require(sandbox.cgroups is not None and "pids" in sandbox.cgroups.parents, "a writable pids cgroup")
     began = time.monotonic()
     out = await python(workspace, sandbox, """
 import os
@@ -139,7 +282,133 @@ while True:
     assert "timed out after 5 s" in out
     # The worker is unharmed: it can still start processes and threads.
     assert subprocess.run([sys.executable, "-c", "import threading; t = threading.Thread(target=print); t.start(); t.join()"]).returncode == 0
-    assert list(sandbox.cgroup_parent.glob("call-*")) == []
+    assert list(sandbox.cgroups.parents["pids"].glob("call-*")) == []
+
+
+async def test_memory_is_capped_for_all_processes_of_a_call_together(tmp_path):
+    """Three children of 300 MB each under a 512 MiB cap: each would pass the
+    per-process limit, together they must not."""
+    root = tmp_path / "root"
+    sandbox = ToolSandbox.detect("auto", root, memory_bytes=512 * 1024**2)
+    require(sandbox.mode == "bwrap", "bubblewrap")
+    require(sandbox.cgroups is not None and "memory" in sandbox.cgroups.parents, "a writable memory cgroup")
+    out = await python(Workspace(root), sandbox, """
+import subprocess, sys
+hog = "b = bytearray(300 * 1024 * 1024); import time; time.sleep(3); print('kept', len(b))"
+children = [subprocess.Popen([sys.executable, "-c", hog]) for _ in range(3)]
+print("exits:", sorted(c.wait() for c in children))
+""", timeout=30)
+    exits = out.split("exits:")[1].split("]")[0] if "exits:" in out else ""
+    assert "-9" in exits or "out of memory" in out, out
+
+
+async def test_bash_keeps_its_directory_and_background_jobs_end_with_the_call(setup):
+    workspace, sandbox, _ = setup
+    first = await bash(workspace, sandbox, "mkdir -p sub; cd sub; (sleep 300 &); setsid sleep 301 & echo started")
+    assert first.cwd.endswith("/run-1/sub"), first
+    second = await bash(workspace, sandbox, "pwd", cwd=first.cwd)
+    assert second.output.strip().endswith("/run-1/sub")
+    survivors = subprocess.run(["pgrep", "-f", "sleep 30[01]"], capture_output=True, text=True).stdout.split()
+    assert survivors == [], "background processes outlived the call that started them"
+
+
+# ---- the worker never follows what the tool controls ----------------------------------
+
+
+async def test_the_reported_directory_never_leaves_the_run_directory(setup):
+    workspace, sandbox, _ = setup
+    run_dir = workspace.run_dir("run-1")
+    for command in ("cd /etc", "cd /proc/self", "mkdir -p d; ln -sfn /etc d/link; cd d/link"):
+        result = await bash(workspace, sandbox, command)
+        assert result.cwd is None or Path(result.cwd) == run_dir or run_dir in Path(result.cwd).parents, result
+        assert result.cwd != "/etc"
+    # A command that floods every descriptor it has, the report channel
+    # included: the worker reads a bounded amount and keeps the old directory.
+    began = time.monotonic()
+    result = await bash(
+        workspace, sandbox, "for fd in /proc/self/fd/*; do head -c 3000000 /dev/zero > $fd 2>/dev/null; done; true"
+    )
+    assert time.monotonic() - began < 20
+    assert result.cwd == str(run_dir)
+
+
+# ---- a frozen worker --------------------------------------------------------------------
+
+
+FROZEN_WORKER = """
+import asyncio, sys
+from pathlib import Path
+sys.path.insert(0, {repo!r})
+from activities.tools.python_execute import PythonExecute
+from activities.tools.sandbox import ToolSandbox
+from activities.workspace import Workspace
+from agent_model.tool_io import ToolRequest
+root = Path({root!r})
+tool = PythonExecute(Workspace(root), timeout=120, sandbox=ToolSandbox.detect("auto", root))
+code = "import time\\nwhile True:\\n    open('ticks', 'a').write(f'{{time.time()}}\\\\n')\\n    time.sleep(0.1)\\n"
+asyncio.run(tool.run(ToolRequest(workspace="run-1", arguments={{"code": code}})))
+"""
+
+
+async def test_a_retry_never_runs_beside_an_attempt_whose_worker_froze(setup, tmp_path):
+    """The first attempt's worker is SIGSTOPped mid-call (as a Temporal retry
+    would then start elsewhere). Its call dies within the lease, and a second
+    attempt of the same run waits for it: the two never overlap."""
+    workspace, _, _ = setup
+    ticks = workspace.run_dir("run-1") / "ticks"
+    first = subprocess.Popen(
+        [sys.executable, "-c", FROZEN_WORKER.format(repo=str(REPO), root=str(workspace.root))], cwd=REPO
+    )
+    try:
+        for _ in range(200):
+            if ticks.exists() and ticks.read_text().count("\n") >= 3:
+                break
+            await asyncio.sleep(0.05)
+        assert ticks.exists(), "the first attempt never started"
+        first.send_signal(signal.SIGSTOP)
+        frozen_at = time.time()
+        sandbox = ToolSandbox.detect("auto", workspace.root)
+        out = await python(workspace, sandbox, "import time; print('second', time.time())")
+        second_started = float(out.split()[1])
+        last_tick = max(float(t) for t in ticks.read_text().split())
+    finally:
+        first.kill()
+        first.wait()
+    assert last_tick < second_started, "the retry ran while the first attempt still ran"
+    assert last_tick - frozen_at < LEASE_SECONDS + 3, "the frozen worker's call outlived its lease"
+    assert second_started - frozen_at < LEASE_SECONDS + 5
+
+
+# ---- no sandbox: refuse, never run bare ----------------------------------------------------
+
+
+async def test_without_bubblewrap_the_process_tools_are_refused(tmp_path):
+    root = tmp_path / "root"
+    sandbox = ToolSandbox.detect("auto", root, bwrap=str(tmp_path / "no-bwrap"))
+    assert sandbox.mode == "refused"
+    assert "UNAVAILABLE" in sandbox.describe() and "apt-get install bubblewrap" in sandbox.describe()
+    workspace = Workspace(root)
+    env = ActivityEnvironment()
+    py = await env.run(
+        PythonExecute(workspace, sandbox=sandbox).run,
+        ToolRequest(workspace="run-1", arguments={"code": "open('ran', 'w').write('x')"}),
+    )
+    sh = await env.run(
+        Bash(workspace, sandbox=sandbox).run, ToolRequest(workspace="run-1", arguments={"command": "touch ran"})
+    )
+    for result in (py, sh):
+        assert result.error and "disabled on this worker" in result.output and "bubblewrap" in result.output
+    assert not (workspace.run_dir("run-1") / "ran").exists()
+
+
+def test_strict_mode_stops_a_worker_without_bubblewrap(tmp_path):
+    with pytest.raises(SandboxUnavailable, match="bubblewrap"):
+        ToolSandbox.detect("bwrap", tmp_path, bwrap=str(tmp_path / "no-bwrap"))
+
+
+def test_only_the_operator_turns_the_sandbox_off(tmp_path):
+    assert ToolSandbox.detect("none", tmp_path).mode == "none"
+    assert ToolSandbox().mode == "refused"  # the default is never "unconfined"
 
 
 def test_an_interpreter_under_tmp_stays_visible(tmp_path, monkeypatch):
@@ -147,7 +416,7 @@ def test_an_interpreter_under_tmp_stays_visible(tmp_path, monkeypatch):
     with a private tmpfs: the interpreter's directories are bound back."""
     import activities.tools.sandbox as sandbox_module
 
-    sandbox = ToolSandbox(bwrap="/usr/bin/bwrap", workspace_root=tmp_path / "root")
+    sandbox = ToolSandbox(mode="bwrap", problem=None, bwrap="/usr/bin/bwrap", workspace_root=tmp_path / "root")
     fake_venv = tmp_path / "venv"
     monkeypatch.setattr(sandbox_module.sys, "prefix", str(fake_venv))
     argv = sandbox.command(["python"], run_dir=tmp_path / "root" / "run", cwd=tmp_path / "root" / "run")

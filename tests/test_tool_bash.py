@@ -12,10 +12,14 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.tools.bash import NAME, SCHEMA, Bash, schema
+from activities.tools.sandbox import ToolSandbox
 from activities.workspace import Workspace
 from agent_model.tool_io import ToolRequest, ToolResult
 
 RUN = "run"
+
+UNCONFINED = ToolSandbox.none()
+"""Process handling itself is tested unconfined; tests/test_sandbox.py tests the sandbox."""
 
 
 @pytest.fixture
@@ -62,7 +66,7 @@ def test_schema_states_the_timeout() -> None:
 
 @pytest.mark.asyncio
 async def test_output_combines_stdout_and_stderr(workspace: Workspace) -> None:
-    result = await bash(Bash(workspace), "echo out; echo err >&2")
+    result = await bash(Bash(workspace, sandbox=UNCONFINED), "echo out; echo err >&2")
     assert result.output == "out\nerr\n"
     assert not result.error
     assert result.cwd == str(workspace.run_dir(RUN))
@@ -70,7 +74,7 @@ async def test_output_combines_stdout_and_stderr(workspace: Workspace) -> None:
 
 @pytest.mark.asyncio
 async def test_current_directory_carries_over(workspace: Workspace) -> None:
-    tool = Bash(workspace)
+    tool = Bash(workspace, sandbox=UNCONFINED)
     sub = workspace.run_dir(RUN) / "sub"
     first = await bash(tool, "mkdir sub && cd sub && pwd")
     assert first.output.strip() == str(sub)
@@ -81,14 +85,14 @@ async def test_current_directory_carries_over(workspace: Workspace) -> None:
 
 @pytest.mark.asyncio
 async def test_missing_directory_falls_back_to_run_dir(workspace: Workspace) -> None:
-    result = await bash(Bash(workspace), "pwd", cwd=str(workspace.run_dir(RUN) / "gone"))
+    result = await bash(Bash(workspace, sandbox=UNCONFINED), "pwd", cwd=str(workspace.run_dir(RUN) / "gone"))
     assert result.output.strip() == str(workspace.run_dir(RUN))
 
 
 @pytest.mark.asyncio
 async def test_exit_keeps_directory_and_reports_code(workspace: Workspace) -> None:
     (workspace.run_dir(RUN) / "sub").mkdir()
-    result = await bash(Bash(workspace), "cd sub; exit 3")
+    result = await bash(Bash(workspace, sandbox=UNCONFINED), "cd sub; exit 3")
     assert result.error
     assert "Exit code: 3" in result.output
     assert result.cwd == str(workspace.run_dir(RUN) / "sub")
@@ -96,7 +100,7 @@ async def test_exit_keeps_directory_and_reports_code(workspace: Workspace) -> No
 
 @pytest.mark.asyncio
 async def test_no_output_is_stated(workspace: Workspace) -> None:
-    result = await bash(Bash(workspace), "true")
+    result = await bash(Bash(workspace, sandbox=UNCONFINED), "true")
     assert result.output == "(no output)"
     assert not result.error
 
@@ -106,7 +110,7 @@ async def test_timeout_kills_every_process_of_the_command(workspace: Workspace) 
     run_dir = workspace.run_dir(RUN)
     command = "echo $$ > shell.pid; sleep 100 & echo $! > background.pid; echo waiting; sleep 100"
     started = time.monotonic()
-    result = await bash(Bash(workspace, timeout=1), command)
+    result = await bash(Bash(workspace, sandbox=UNCONFINED, timeout=1), command)
     assert time.monotonic() - started < 5
     assert result.error
     assert "waiting" in result.output
@@ -123,16 +127,16 @@ async def test_timeout_kills_every_process_of_the_command(workspace: Workspace) 
 @pytest.mark.asyncio
 async def test_background_process_holding_output_does_not_block(workspace: Workspace) -> None:
     started = time.monotonic()
-    result = await bash(Bash(workspace, timeout=30), "echo $$ > shell.pid; sleep 30 & echo started")
+    result = await bash(Bash(workspace, sandbox=UNCONFINED, timeout=30), "sleep 30 & echo $! > sleep.pid; echo started")
     assert time.monotonic() - started < 5
     assert result.output == "started\n"
-    os.killpg(int((workspace.run_dir(RUN) / "shell.pid").read_text()), 9)  # clean up the sleep
+    os.kill(int((workspace.run_dir(RUN) / "sleep.pid").read_text()), 9)  # clean up the sleep
 
 
 @pytest.mark.asyncio
 async def test_worker_secrets_are_not_visible(workspace: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-test")
-    result = await bash(Bash(workspace), 'env; echo "key=${OPENAI_API_KEY:-unset}"')
+    result = await bash(Bash(workspace, sandbox=UNCONFINED), 'env; echo "key=${OPENAI_API_KEY:-unset}"')
     assert "sk-secret-test" not in result.output
     assert "key=unset" in result.output
     assert f"HOME={workspace.run_dir(RUN)}" in result.output
@@ -142,13 +146,13 @@ async def test_worker_secrets_are_not_visible(workspace: Workspace, monkeypatch:
 async def test_python_on_path_is_the_workers(workspace: Workspace) -> None:
     import sys
 
-    result = await bash(Bash(workspace), "python -c 'import sys; print(sys.executable)'")
+    result = await bash(Bash(workspace, sandbox=UNCONFINED), "python -c 'import sys; print(sys.executable)'")
     assert result.output.strip() == sys.executable
 
 
 @pytest.mark.asyncio
 async def test_missing_command_is_a_non_retryable_error(workspace: Workspace) -> None:
     with pytest.raises(ApplicationError) as raised:
-        await ActivityEnvironment().run(Bash(workspace).run, ToolRequest(workspace=RUN, arguments={}))
+        await ActivityEnvironment().run(Bash(workspace, sandbox=UNCONFINED).run, ToolRequest(workspace=RUN, arguments={}))
     assert raised.value.type == "BadToolArguments"
     assert raised.value.non_retryable

@@ -13,10 +13,14 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.tools.python_execute import NAME, SCHEMA, PythonExecute
+from activities.tools.sandbox import ToolSandbox
 from activities.workspace import Workspace
 from agent_model.tool_io import ToolRequest, ToolResult
 
 RUN = "run"
+
+UNCONFINED = ToolSandbox.none()
+"""Process handling itself is tested unconfined; tests/test_sandbox.py tests the sandbox."""
 
 
 @pytest.fixture
@@ -68,28 +72,28 @@ def test_schema_shape() -> None:
 
 @pytest.mark.asyncio
 async def test_printed_output_is_returned(workspace: Workspace) -> None:
-    result = await execute(PythonExecute(workspace), "print(17*23)")
+    result = await execute(PythonExecute(workspace, sandbox=UNCONFINED), "print(17*23)")
     assert result == ToolResult(output="391\n")
 
 
 @pytest.mark.asyncio
 async def test_runs_in_the_run_directory(workspace: Workspace) -> None:
     code = "import os; print(os.getcwd()); open('made.txt', 'w').write('x')"
-    result = await execute(PythonExecute(workspace), code)
+    result = await execute(PythonExecute(workspace, sandbox=UNCONFINED), code)
     assert result.output.strip() == str(workspace.run_dir(RUN))
     assert (workspace.run_dir(RUN) / "made.txt").read_text() == "x"
 
 
 @pytest.mark.asyncio
 async def test_silent_code_says_so(workspace: Workspace) -> None:
-    result = await execute(PythonExecute(workspace), "x = 1")
+    result = await execute(PythonExecute(workspace, sandbox=UNCONFINED), "x = 1")
     assert not result.error
     assert "printed nothing" in result.output
 
 
 @pytest.mark.asyncio
 async def test_exception_is_an_error_with_traceback(workspace: Workspace) -> None:
-    result = await execute(PythonExecute(workspace), "print('before')\nraise ValueError('boom')")
+    result = await execute(PythonExecute(workspace, sandbox=UNCONFINED), "print('before')\nraise ValueError('boom')")
     assert result.error
     assert result.output.startswith("before\n")
     assert "Traceback (most recent call last)" in result.output
@@ -99,7 +103,7 @@ async def test_exception_is_an_error_with_traceback(workspace: Workspace) -> Non
 @pytest.mark.asyncio
 async def test_long_output_is_clipped_at_both_ends_kept(workspace: Workspace) -> None:
     code = "print('START'); print('x' * 100000); print('END')"
-    result = await execute(PythonExecute(workspace, max_output=1000), code)
+    result = await execute(PythonExecute(workspace, sandbox=UNCONFINED, max_output=1000), code)
     assert result.output.startswith("START")
     assert result.output.rstrip().endswith("END")
     assert "characters cut" in result.output
@@ -116,7 +120,7 @@ async def test_timeout_kills_the_program_and_its_children(workspace: Workspace) 
         "while True: pass\n"
     )
     started = time.monotonic()
-    result = await execute(PythonExecute(workspace, timeout=1), code)
+    result = await execute(PythonExecute(workspace, sandbox=UNCONFINED, timeout=1), code)
     assert time.monotonic() - started < 5
     assert result.error
     assert "started" in result.output  # partial output survives the kill
@@ -127,7 +131,7 @@ async def test_timeout_kills_the_program_and_its_children(workspace: Workspace) 
 
 @pytest.mark.asyncio
 async def test_cancellation_kills_the_program(workspace: Workspace) -> None:
-    tool = PythonExecute(workspace, timeout=200)
+    tool = PythonExecute(workspace, sandbox=UNCONFINED, timeout=200)
     code = "import os, time\nopen('me.pid', 'w').write(str(os.getpid()))\ntime.sleep(100)\n"
     env = ActivityEnvironment()
     task = asyncio.create_task(env.run(tool.run, ToolRequest(workspace=RUN, arguments={"code": code})))
@@ -145,7 +149,7 @@ async def test_cancellation_kills_the_program(workspace: Workspace) -> None:
 async def test_worker_secrets_are_not_visible(workspace: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-test")
     code = "import os\nprint('OPENAI_API_KEY' in os.environ)\nprint(dict(os.environ))"
-    result = await execute(PythonExecute(workspace), code)
+    result = await execute(PythonExecute(workspace, sandbox=UNCONFINED), code)
     assert not result.error
     assert result.output.splitlines()[0] == "False"
     assert "sk-secret-test" not in result.output
@@ -154,7 +158,7 @@ async def test_worker_secrets_are_not_visible(workspace: Workspace, monkeypatch:
 @pytest.mark.asyncio
 async def test_memory_limit_stops_huge_allocations(workspace: Workspace) -> None:
     limit_before = resource.getrlimit(resource.RLIMIT_AS)
-    result = await execute(PythonExecute(workspace), "data = bytearray(4 * 1024**3)\nprint('allocated')")
+    result = await execute(PythonExecute(workspace, sandbox=UNCONFINED), "data = bytearray(4 * 1024**3)\nprint('allocated')")
     assert result.error
     assert "MemoryError" in result.output
     assert "allocated" not in result.output
@@ -168,7 +172,7 @@ async def test_memory_limit_stops_huge_allocations(workspace: Workspace) -> None
 async def test_bad_arguments_are_a_non_retryable_error(workspace: Workspace, arguments: dict) -> None:
     with pytest.raises(ApplicationError) as raised:
         request = ToolRequest(workspace=RUN, arguments=arguments)
-        await ActivityEnvironment().run(PythonExecute(workspace).run, request)
+        await ActivityEnvironment().run(PythonExecute(workspace, sandbox=UNCONFINED).run, request)
     assert raised.value.type == "BadToolArguments"
     assert raised.value.non_retryable
 
@@ -184,7 +188,7 @@ async def test_heartbeats_while_the_program_runs(
     beats: list[tuple] = []
     env.on_heartbeat = lambda *details: beats.append(details)
     request = ToolRequest(workspace=RUN, arguments={"code": "import time; time.sleep(0.6)"})
-    await env.run(PythonExecute(workspace).run, request)
+    await env.run(PythonExecute(workspace, sandbox=UNCONFINED).run, request)
     assert len(beats) >= 3
 
 
@@ -192,7 +196,7 @@ async def test_code_can_import_a_module_written_in_the_run_directory(tmp_path):
     workspace = Workspace(tmp_path / "root")
     (workspace.run_dir("run-imp") / "helper_mod.py").write_text("VALUE = 41 + 1\n")
     result = await ActivityEnvironment().run(
-        PythonExecute(workspace).run,
+        PythonExecute(workspace, sandbox=UNCONFINED).run,
         ToolRequest(workspace="run-imp", arguments={"code": "import helper_mod; print(helper_mod.VALUE)"}),
     )
     assert not result.error and result.output.strip() == "42"

@@ -1,16 +1,13 @@
 """The bash tool: run a shell command in the run's directory.
 
-The shell is not a path sandbox (a command may read anything the worker user
-can); what it gets is a clean environment, resource limits and a timeout that
-kills every process it started.
+The command runs in the tool sandbox (activities/tools/sandbox.py) with a clean
+environment, resource limits and a timeout that kills every process it started.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
-import shutil
-import tempfile
 from datetime import timedelta
 from pathlib import Path
 
@@ -18,7 +15,7 @@ from temporalio import activity
 from temporalio.common import RetryPolicy
 
 from agent_model.tool_io import ToolRequest, ToolResult
-from activities.tools.process import ProcessTool, required_string
+from activities.tools.process import ProcessTool, read_report, required_string
 from activities.workspace import Workspace
 
 NAME = "bash"
@@ -82,45 +79,61 @@ class Bash(ProcessTool):
     @activity.defn(name=NAME)
     async def run(self, request: ToolRequest) -> ToolResult:
         command = required_string(request.arguments, "command", NAME)
+        refused = self.refused()
+        if refused:
+            return refused
         run_dir = self.workspace.run_dir(request.workspace)
         start_dir = _start_dir(request.cwd, run_dir)
-        # Outside the run directory, so the command cannot stumble over it.
-        scratch = tempfile.mkdtemp(prefix="bash-cwd-")
+        # The final directory comes back through a pipe, not a file: the worker
+        # then never opens a path that the command could have swapped.
+        report_read, report_write = os.pipe()
         try:
-            cwd_file = os.path.join(scratch, "cwd")
-            outcome = await self.run_process(
-                ["bash", "--noprofile", "--norc", "-c", _with_cwd_report(command, cwd_file)],
-                run_dir=run_dir,
-                cwd=start_dir,
-                writable=(Path(scratch),),
-            )
-            end_dir = _read_end_dir(cwd_file) or str(start_dir)
+            try:
+                outcome = await self.run_process(
+                    ["bash", "--noprofile", "--norc", "-c", _with_cwd_report(command, report_write)],
+                    run_name=request.workspace,
+                    cwd=start_dir,
+                    report_fd=report_write,
+                )
+            finally:
+                os.close(report_write)
+            end_dir = _end_dir(read_report(report_read), run_dir) or str(start_dir)
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-
+            os.close(report_read)
         return self.result(outcome, "(no output)", cwd=end_dir)
 
 
 def _start_dir(requested: str | None, run_dir: Path) -> Path:
-    """The carried-over directory if it still exists, else the run directory."""
+    """The carried-over directory if it is inside the run directory and still
+    exists there, else the run directory."""
     if requested:
-        candidate = run_dir / requested  # an absolute `requested` replaces run_dir
-        if candidate.is_dir():
+        candidate = Path(os.path.normpath(run_dir / requested))  # an absolute `requested` replaces run_dir
+        if _inside(candidate, run_dir) and candidate.is_dir():
             return candidate
     return run_dir
 
 
-def _with_cwd_report(command: str, cwd_file: str) -> str:
-    """The command, preceded by an EXIT trap that records the final directory.
-    The trap also runs when the command calls `exit`; it does not run if the
-    shell is killed or the command replaces the trap or the shell (`exec`)."""
-    report = f'builtin printf "%s" "$PWD" > {shlex.quote(cwd_file)}'
+def _with_cwd_report(command: str, report_fd: int) -> str:
+    """The command, preceded by an EXIT trap that writes the final directory to
+    the report descriptor. The trap also runs when the command calls `exit`; it
+    does not run if the shell is killed or the command replaces the trap or the
+    shell (`exec`)."""
+    report = f'builtin printf "%s" "$PWD" >&{report_fd}'
     return f"trap {shlex.quote(report)} EXIT\n{command}"
 
 
-def _read_end_dir(cwd_file: str) -> str | None:
+def _end_dir(report: bytes, run_dir: Path) -> str | None:
+    """The reported directory when it is a plausible one inside the run
+    directory; the command controls the report, so anything else is dropped."""
     try:
-        with open(cwd_file, encoding="utf-8", errors="replace") as file:
-            return file.read() or None
-    except OSError:
+        text = report.decode("utf-8")
+    except UnicodeDecodeError:
         return None
+    if not text.startswith("/") or "\0" in text or "\n" in text:
+        return None
+    path = Path(os.path.normpath(text))
+    return str(path) if _inside(path, run_dir) else None
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    return path == directory or directory in path.parents

@@ -1,20 +1,25 @@
 """Run a tool's child process with a timeout, resource limits and clipped output.
 
-The child leads its own process group, so a timeout or a cancellation kills
-everything it started, not just the child itself. (A grandchild that makes its
-own session escapes this; containing that needs cgroups or a container.)
+Every call goes through a guard process (activities/tools/call_guard.py) that
+holds the run's tool lock, applies the cgroup and rlimits, and kills the call
+when the worker stops renewing its lease. The guard leads its own process
+group, so a timeout or a cancellation kills the whole call with one signal.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import codecs
+import fcntl
 import os
-import resource
+import shutil
 import signal
 import sys
+import tempfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,12 +27,23 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agent_model.tool_io import ToolResult
+from activities.tools import seccomp_filter
+from activities.tools.call_cgroup import CallGroup
+from activities.tools.egress_proxy import EgressProxy
 from activities.tools.sandbox import ToolSandbox
 from activities.workspace import Workspace
 
 HEARTBEAT_INTERVAL = 2.0
 """Seconds between activity heartbeats while a child runs: well inside the
 tools' 15 s heartbeat timeout, so a dead worker or a cancellation is seen fast."""
+
+LEASE_SECONDS = 8.0
+"""The guard kills the call when the worker has not renewed its lease (every
+HEARTBEAT_INTERVAL) for this long: a frozen worker's call ends within seconds
+instead of running beside its retry."""
+
+LOCK_POLL_INTERVAL = 0.2
+"""Seconds between tries for the run's tool lock while an earlier attempt ends."""
 
 OUTPUT_DRAIN_GRACE = 0.5
 """Seconds to keep reading after the child exits. A background grandchild may
@@ -36,15 +52,21 @@ hold the output pipe open indefinitely; its later output is not collected."""
 REAP_TIMEOUT = 5.0
 """Seconds to wait for a SIGKILLed child to be reaped (normally immediate)."""
 
+MAX_REPORT_BYTES = 4096
+"""Most a tool may say on its report channel (bash: the final directory)."""
+
+GUARD = str(Path(__file__).with_name("call_guard.py"))
+
 GiB = 1024**3
 
 
 @dataclass(frozen=True)
 class ProcessLimits:
-    """Resource limits applied to the child and everything it starts."""
+    """Resource limits applied to each process of the call."""
 
     address_space_bytes: int = 2 * GiB
-    """Virtual memory; large allocations fail (Python: MemoryError)."""
+    """Virtual memory per process; large allocations fail (Python: MemoryError).
+    All processes of a call together are capped by the call's cgroup."""
     cpu_seconds: int | None = None
     """CPU time; None means the run's timeout + 5 s."""
     file_size_bytes: int = GiB
@@ -55,6 +77,18 @@ class ProcessLimits:
     """RLIMIT_NPROC. It counts all processes of the user, not just the child's,
     and the kernel does not enforce it for root."""
 
+    def guard_options(self, timeout: float) -> list[str]:
+        cpu = self.cpu_seconds if self.cpu_seconds is not None else int(timeout) + 5
+        return [
+            f"--rlimit=AS:{self.address_space_bytes}",
+            # Soft limit sends SIGXCPU; the hard limit one second later SIGKILLs.
+            f"--rlimit=CPU:{cpu},{cpu + 1}",
+            f"--rlimit=FSIZE:{self.file_size_bytes}",
+            f"--rlimit=NOFILE:{self.open_files}",
+            f"--rlimit=NPROC:{self.processes}",
+            "--rlimit=CORE:0",
+        ]
+
 
 @dataclass
 class ProcessOutcome:
@@ -63,12 +97,18 @@ class ProcessOutcome:
     exit_code: int | None
     """Negative for death by signal; None if the process could not be reaped."""
     timed_out: bool
+    report: bytes = b""
+    """What the tool wrote to its report descriptor, at most MAX_REPORT_BYTES."""
+    memory_exhausted: bool = False
+    """The call's cgroup killed a process at its memory cap."""
 
 
 def _failure_note(outcome: ProcessOutcome, timeout: float) -> str | None:
     """One line saying why a run failed, for the model; None if it succeeded."""
     if outcome.timed_out:
         return f"Execution timed out after {timeout:g} s; the process was killed."
+    if outcome.memory_exhausted:
+        return "The call ran out of memory (all its processes together); a process was killed."
     if outcome.exit_code is None:
         return "The process could not be stopped."
     if outcome.exit_code < 0:
@@ -85,25 +125,6 @@ def _with_note(output: str, note: str) -> str:
     return output + note
 
 
-def sandbox_env(run_dir: Path) -> dict[str, str]:
-    """A minimal environment for tool processes, built from scratch so no worker
-    secret (API keys, tokens) can leak into them."""
-    tmp_dir = run_dir / ".tmp"
-    tmp_dir.mkdir(exist_ok=True)
-    interpreter_dir = os.path.dirname(sys.executable)
-    worker_path = os.environ.get("PATH") or os.defpath
-    return {
-        # The worker's interpreter first, so `python` means the venv's.
-        "PATH": os.pathsep.join([interpreter_dir, worker_path]),
-        "HOME": str(run_dir),
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "TMPDIR": str(tmp_dir),
-        "PYTHONUNBUFFERED": "1",
-        "TERM": "dumb",
-    }
-
-
 async def run_limited(
     argv: list[str],
     *,
@@ -113,54 +134,100 @@ async def run_limited(
     timeout: float,
     limits: ProcessLimits,
     max_output: int,
-    cgroup_procs: str | None = None,
+    group: CallGroup | None = None,
+    lock_fd: int | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> ProcessOutcome:
-    """Run argv to completion or until `timeout` seconds pass.
+    """Run argv under the call guard to completion or until `timeout` seconds pass.
 
-    On timeout, and when the calling task is cancelled, the child's whole
-    process group is killed and the child reaped before returning or
-    re-raising. Children the program leaves running after a normal exit (e.g.
-    a server started with `&`) are left alone.
+    lock_fd: the run's locked tool lock, handed over: the guard holds it until
+    the call's last process is gone, and it is closed here once the guard has it. pass_fds: further descriptors the command gets under
+    the same numbers (bash's report pipe, bwrap's seccomp program).
+
+    On timeout, and when the calling task is cancelled, the whole call is
+    killed and reaped before returning or re-raising. Children the program
+    leaves running after a normal exit die with the sandbox's pid namespace.
     """
     loop = asyncio.get_running_loop()
     capture = _ClippedText(max_output)
-    transport, protocol = await loop.subprocess_exec(
-        lambda: _ChildProtocol(capture),
-        *argv,
-        stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        cwd=cwd,
-        env=env,
-        start_new_session=True,
-        preexec_fn=_rlimit_setter(limits, timeout, cgroup_procs),
-    )
+    lease_read = lease_write = None
+    try:
+        lease_read, lease_write = os.pipe()
+        os.set_blocking(lease_write, False)
+        guard = [sys.executable, "-I", "-S", GUARD, f"--lease-fd={lease_read}", f"--lease={LEASE_SECONDS:g}"]
+        guard += [f"--cgroup={procs}" for procs in (group.procs_files if group else [])]
+        guard += [f"--hold={lock_fd}"] if lock_fd is not None else []
+        guard += limits.guard_options(timeout)
+        transport, protocol = await loop.subprocess_exec(
+            lambda: _ChildProtocol(capture),
+            *guard,
+            "--",
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+            pass_fds=tuple(fd for fd in (lease_read, lock_fd, *pass_fds) if fd is not None),
+            preexec_fn=_child_setup(os.getpid()),
+        )
+    except BaseException:
+        if lease_write is not None:
+            os.close(lease_write)
+        raise
+    finally:
+        # From here the guard alone holds the lease and the lock: a worker that
+        # freezes now cannot keep the lock from a retry.
+        for fd in (lease_read, lock_fd):
+            if fd is not None:
+                os.close(fd)
     started = time.monotonic()
-    group = transport.get_pid()  # a new session's leader: its pid is the group id
+    guard_group = transport.get_pid()  # a new session's leader: its pid is the group id
     finished = False
     try:
         if stdin is not None:
             stdin_pipe = transport.get_pipe_transport(0)
             stdin_pipe.write(stdin)  # buffered by the event loop, never blocks
             stdin_pipe.write_eof()
-        timed_out = not await _wait_with_heartbeats(protocol.exited, started + timeout)
+        timed_out = not await _wait_with_heartbeats(protocol.exited, started + timeout, lease_write)
         if timed_out:
-            _kill_group(group)
+            _kill_group(guard_group)
             await _wait_bounded(protocol.exited, REAP_TIMEOUT)
         await _wait_bounded(protocol.output_closed, OUTPUT_DRAIN_GRACE)
         finished = True
     finally:
         try:
             if not finished:  # cancelled, or something unexpected went wrong
-                _kill_group(group)
+                _kill_group(guard_group)
                 await _wait_bounded(protocol.exited, REAP_TIMEOUT)
         finally:
             transport.close()  # even if a second cancellation interrupts the wait
+            os.close(lease_write)
     return ProcessOutcome(
         output=capture.text(),
         exit_code=transport.get_returncode(),
         timed_out=timed_out,
+        memory_exhausted=bool(group and group.oom_kills()),
     )
+
+
+def read_report(fd: int) -> bytes:
+    """What a finished child left in its report pipe: never blocks, never more
+    than MAX_REPORT_BYTES (the tool controls the other end)."""
+    os.set_blocking(fd, False)
+    chunks, size = [], 0
+    while size <= MAX_REPORT_BYTES:
+        try:
+            chunk = os.read(fd, MAX_REPORT_BYTES + 1 - size)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    data = b"".join(chunks)
+    return b"" if size > MAX_REPORT_BYTES else data
 
 
 class _ChildProtocol(asyncio.SubprocessProtocol):
@@ -214,55 +281,35 @@ class _ClippedText:
             self.tail = self.tail[excess:]
 
 
-def _rlimit_setter(limits: ProcessLimits, timeout: float, cgroup_procs: str | None = None):
-    cpu = limits.cpu_seconds if limits.cpu_seconds is not None else int(timeout) + 5
-    wanted = [
-        (resource.RLIMIT_AS, limits.address_space_bytes),
-        # Soft limit sends SIGXCPU; the hard limit one second later SIGKILLs.
-        (resource.RLIMIT_CPU, (cpu, cpu + 1)),
-        (resource.RLIMIT_FSIZE, limits.file_size_bytes),
-        (resource.RLIMIT_NOFILE, limits.open_files),
-        (resource.RLIMIT_NPROC, limits.processes),
-    ]
-
-    worker_pid = os.getpid()
-
+def _child_setup(worker_pid: int):
     # Runs in the forked child before exec. Python warns that preexec_fn is
     # unsafe with threads (the worker has some) because the child may need a
-    # lock another thread held at fork time; this function only calls
-    # prctl and get/setrlimit on values prepared above, which take no such lock.
-    def set_limits() -> None:
-        # If the worker dies (SIGKILL included), the child dies with it, so a
-        # retried tool call never runs beside a leftover of the first attempt.
-        if _prctl is not None:
-            _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-            if os.getppid() != worker_pid:  # the worker died before prctl took effect
-                os._exit(1)
-        if cgroup_procs is not None:  # join the call's pids cgroup before exec
-            fd = os.open(cgroup_procs, os.O_WRONLY)
-            try:
-                os.write(fd, b"%d" % os.getpid())
-            finally:
-                os.close(fd)
-        for which, value in wanted:
-            soft, hard = value if isinstance(value, tuple) else (value, value)
-            _, current_hard = resource.getrlimit(which)
-            if current_hard != resource.RLIM_INFINITY:  # can only lower a hard limit
-                soft, hard = min(soft, current_hard), min(hard, current_hard)
-            resource.setrlimit(which, (soft, hard))
+    # lock another thread held at fork time; this only calls prctl and getppid.
+    def setup() -> None:
+        if _prctl is None:
+            return
+        # If the worker dies (SIGKILL included), the guard dies with it, and the
+        # sandbox with the guard.
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != worker_pid:  # the worker died before prctl took effect
+            os._exit(1)
+        # No exec in the call may gain privileges (setuid binaries, file caps).
+        _prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
-    return set_limits
+    return setup
 
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_NO_NEW_PRIVS = 38
 try:
     _prctl = ctypes.CDLL(None, use_errno=True).prctl
 except (OSError, AttributeError):  # not Linux: no parent-death signal
     _prctl = None
 
 
-async def _wait_with_heartbeats(event: asyncio.Event, deadline: float) -> bool:
-    """Wait for `event` until the monotonic `deadline`; False if it passed."""
+async def _wait_with_heartbeats(event: asyncio.Event, deadline: float, lease_write: int) -> bool:
+    """Wait for `event` until the monotonic `deadline`, heartbeating and renewing
+    the guard's lease; False if the deadline passed."""
     while not event.is_set():
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -270,7 +317,15 @@ async def _wait_with_heartbeats(event: asyncio.Event, deadline: float) -> bool:
         await _wait_bounded(event, min(HEARTBEAT_INTERVAL, remaining))
         if activity.in_activity():
             activity.heartbeat()
+        _renew(lease_write)
     return True
+
+
+def _renew(lease_write: int) -> None:
+    try:
+        os.write(lease_write, b".")
+    except (BlockingIOError, BrokenPipeError):  # guard busy or gone: nothing to renew
+        pass
 
 
 async def _wait_bounded(event: asyncio.Event, seconds: float) -> None:
@@ -295,43 +350,91 @@ def _kill_group(group: int) -> None:
 
 
 class ProcessTool:
-    """What python_execute and bash share: a timeout, limits, clipped output and
-    the sandbox around each child process."""
+    """What python_execute and bash share: the sandbox, a timeout, limits,
+    clipped output, and one call at a time per run."""
 
     def __init__(
         self,
         workspace: Workspace,
         timeout: float,
+        *,
+        sandbox: ToolSandbox,
         limits: ProcessLimits | None = None,
         max_output: int = 20000,
-        sandbox: ToolSandbox | None = None,
     ) -> None:
         """timeout: wall-clock seconds before the process is killed.
-        limits: resource limits, default ProcessLimits().
+        sandbox: confinement of the process (the worker passes the one it
+        detected; ToolSandbox.none() only where the operator chose it).
+        limits: per-process limits, default ProcessLimits() with the
+        sandbox's memory cap.
         max_output: characters of output returned (default 20000); the middle
-        of longer output is cut.
-        sandbox: confinement of the process, default none (the worker passes
-        the one configured)."""
+        of longer output is cut."""
         self.workspace = workspace
         self.timeout = timeout
-        self.limits = limits or ProcessLimits()
+        self.sandbox = sandbox
+        self.limits = limits or ProcessLimits(address_space_bytes=sandbox.memory_bytes)
         self.max_output = max_output
-        self.sandbox = sandbox or ToolSandbox.none()
+
+    def refused(self) -> ToolResult | None:
+        """The observation when this worker cannot confine tools, else None."""
+        refusal = self.sandbox.refusal
+        return None if refusal is None else ToolResult(output=refusal, error=True)
 
     async def run_process(
-        self, argv: list[str], *, run_dir: Path, cwd: Path, stdin: bytes | None = None, writable: tuple[Path, ...] = ()
+        self,
+        argv: list[str],
+        *,
+        run_name: str,
+        cwd: Path | None = None,
+        stdin: bytes | None = None,
+        report_fd: int | None = None,
     ) -> ProcessOutcome:
-        with self.sandbox.process_group() as cgroup:
-            return await run_limited(
-                self.sandbox.command(argv, run_dir=run_dir, cwd=cwd, writable=writable),
-                cwd=cwd,
-                env=sandbox_env(run_dir),
-                stdin=stdin,
-                timeout=self.timeout,
-                limits=self.limits,
-                max_output=self.max_output,
-                cgroup_procs=cgroup,
-            )
+        """Run argv for the run `run_name`, in `cwd` (default: the run directory).
+        report_fd: see run_limited."""
+        run_dir = self.workspace.run_dir(run_name)
+        self.sandbox.prepare_run_dir(run_dir)
+        lock_path = self.workspace.history_dir(run_name) / "tools.lock"
+        seccomp = seccomp_filter.program_fd() if self.sandbox.mode == "bwrap" else None
+        try:
+            async with self._egress() as egress_socket:
+                with self.sandbox.call_group() as group:
+                    return await run_limited(
+                        self.sandbox.command(
+                            argv, run_dir=run_dir, cwd=cwd or run_dir, seccomp_fd=seccomp, egress_socket=egress_socket
+                        ),
+                        # Outside the sandbox the guard stays in the run directory;
+                        # inside, bwrap changes to `cwd`.
+                        cwd=run_dir if self.sandbox.mode == "bwrap" else cwd or run_dir,
+                        env=self.sandbox.environment(run_dir),
+                        stdin=stdin,
+                        timeout=self.timeout,
+                        limits=self.limits,
+                        max_output=self.max_output,
+                        group=group,
+                        lock_fd=await _lock_run(lock_path),
+                        pass_fds=tuple(fd for fd in (report_fd, seccomp) if fd is not None),
+                    )
+        finally:
+            if seccomp is not None:
+                os.close(seccomp)
+
+    @contextlib.asynccontextmanager
+    async def _egress(self) -> AsyncIterator[Path | None]:
+        """A proxy of the call's own (network "internet"): its socket lives in a
+        directory only the worker can enter, and its tunnels end with the call."""
+        if self.sandbox.mode != "bwrap" or self.sandbox.network != "internet":
+            yield None
+            return
+        private = Path(tempfile.mkdtemp(prefix="dm-egress-"))  # mode 0700
+        proxy = EgressProxy(
+            allow=self.sandbox.egress_allow, deny=self.sandbox.egress_deny, ports=self.sandbox.egress_ports
+        )
+        try:
+            await proxy.start(private / "egress.sock")
+            yield private / "egress.sock"
+        finally:
+            await proxy.close()
+            shutil.rmtree(private, ignore_errors=True)
 
     def result(self, outcome: ProcessOutcome, empty_text: str, **extra) -> ToolResult:
         """The tool result for a finished run: the output with a note on why it
@@ -341,6 +444,31 @@ class ProcessTool:
         if note:
             return ToolResult(output=_with_note(outcome.output, note), error=True, **extra)
         return ToolResult(output=outcome.output or empty_text, **extra)
+
+
+async def _lock_run(path: Path) -> int:
+    """The run's tool lock, taken: an earlier attempt of this run's call that
+    is still alive (its worker froze or lost the server) holds it until its
+    guard has killed it. Waits with heartbeats, bounded by the activity's
+    start-to-close timeout."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
+    waited_since = time.monotonic()
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                await asyncio.sleep(LOCK_POLL_INTERVAL)
+                if activity.in_activity():
+                    activity.heartbeat("waiting for an earlier attempt of this call to end")
+    except BaseException:
+        os.close(fd)
+        raise
+    waited = time.monotonic() - waited_since
+    if waited > 1.0:
+        activity.logger.info("waited %.1f s for an earlier attempt of this tool call to end", waited)
+    return fd
 
 
 def bad_arguments(message: str) -> ApplicationError:

@@ -63,15 +63,16 @@ class PythonExecute(ProcessTool):
     @activity.defn(name=NAME)
     async def run(self, request: ToolRequest) -> ToolResult:
         code = required_string(request.arguments, "code", NAME)
-        run_dir = self.workspace.run_dir(request.workspace)
+        refused = self.refused()
+        if refused:
+            return refused
         outcome = await self.run_process(
             # -E -s: ignore PYTHON* variables and user site-packages, but keep the
             #     run directory on sys.path so the agent can import its own
             #     modules (which -I would forbid).
             # -u: unbuffered, so output is in order and survives a kill.
             [sys.executable, "-E", "-s", "-u", "-"],
-            run_dir=run_dir,
-            cwd=run_dir,
+            run_name=request.workspace,
             stdin=code.encode("utf-8", "surrogatepass"),
         )
         return self.result(outcome, "The code ran and printed nothing (use print() to see values).")

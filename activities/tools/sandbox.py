@@ -1,110 +1,119 @@
 """Confinement of the processes that python_execute and bash start.
 
-Two independent layers, each used when the machine offers it:
+A tool call runs under bubblewrap (`bwrap`, Debian package `bubblewrap`):
 
-- bubblewrap (`bwrap`, Debian package `bubblewrap`): the whole filesystem is
-  read-only except the run's own directory; the workspace root (other runs,
-  the editor's undo history) and the config file that may hold API keys are
-  hidden; /tmp is private; the process gets its own pid namespace, so the
-  worker's /proc/<pid>/environ is out of sight and, when the namespace's first
-  process dies, the kernel kills every process in it (nothing escapes with
-  setsid or a double fork).
-- a pids cgroup (cgroup v1 `pids` controller or a v2 delegated subtree): at
-  most `max_pids` processes and threads, so a fork bomb stops there instead of
-  exhausting the machine's pids (RLIMIT_NPROC does not bind root).
+- filesystem: an empty root with the system directories (/usr, /etc, ...) and
+  the worker's Python read-only, the run's own directory read-write, a private
+  /tmp, /dev and /proc. The worker's code and config, the workspace root
+  (other runs, the editor's undo history), /home, /root, /run, /var and /sys
+  are not there at all, so there is no host socket or file to reach;
+- network: its own network namespace with only a private loopback, so the
+  Temporal frontend, the LLM endpoint, cloud metadata and every host service
+  are out of reach. With `network = "internet"` the only way out is the
+  worker's egress proxy (activities/tools/egress_proxy.py), which refuses
+  loopback, private and link-local destinations;
+- identity: an unprivileged uid (the worker's own, or `[tools] user` when the
+  worker is root), every capability dropped, no_new_privs, no further user
+  namespaces; its own pid, ipc and uts namespaces and session, so it sees no
+  other process, and everything it started dies when the call ends;
+- resources (activities/tools/call_cgroup.py): a cgroup per call caps the
+  processes and the memory of all its processes together where the machine
+  lets the worker create one; rlimits cap each process in any case.
 
-The worker reports at start which layers are active; `mode = "bwrap"` makes a
-missing bubblewrap a start-up error instead of a warning.
+If bubblewrap cannot start here, `mode = "auto"` (the default) refuses
+python_execute and bash with an observation, `"bwrap"` stops the worker at
+start-up, and only `"none"`, written by the operator, runs tools unconfined.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
-import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from activities.tools import seccomp_filter
+from activities.tools.call_cgroup import CallCgroups, CallGroup
 
 log = logging.getLogger(__name__)
 
 SandboxMode = Literal["auto", "bwrap", "none"]
+NetworkMode = Literal["none", "internet"]
 
 DEFAULT_MAX_PIDS = 256
 """Processes and threads one tool call may have at once."""
-CGROUP_PARENT = "durable-manus-tools"
-V1_PIDS_ROOT = Path("/sys/fs/cgroup/pids")
-V2_ROOT = Path("/sys/fs/cgroup")
+DEFAULT_MEMORY_BYTES = 2 * 1024**3
+"""Memory of one tool call, all its processes together."""
+DEFAULT_TOOL_USER = 65534
+"""uid/gid for tool processes when the worker runs as root ("nobody")."""
+TMP_BYTES = 512 * 1024**2
+"""Size of the call's private /tmp (its pages also count against the memory cap)."""
+
+SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
+"""Top-level directories a tool sees (read-only) when the host has them; a
+symlink among them (merged /usr) is recreated as the same symlink."""
+
+EGRESS_SOCKET = "/run/durable-manus/egress.sock"
+"""Where the egress proxy's socket appears inside the sandbox."""
+EGRESS_FORWARDER = "/run/durable-manus/egress_forwarder.py"
+FORWARDER = Path(__file__).with_name("egress_forwarder.py")
+EGRESS_PORT = 3128
+"""Port on the sandbox's own loopback where tool code finds the proxy."""
+
+BWRAP_ENV = "DURABLE_MANUS_BWRAP"
+"""Path of the bwrap binary, when it is not the one on PATH."""
+
+PROBE_TIMEOUT = 15.0
+"""Seconds the start-up check may take to start one confined process."""
 
 
 class SandboxUnavailable(Exception):
-    """mode "bwrap" was asked for and bubblewrap does not work here."""
+    """mode "bwrap" was asked for and the sandbox cannot start here."""
 
 
-def _bwrap_problem(bwrap: str | None) -> str | None:
-    """None when bubblewrap can start a confined process here, else why not."""
-    if bwrap is None:
-        return "bubblewrap (bwrap) is not installed"
-    try:
-        probe = subprocess.run(
-            [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "true"],
-            capture_output=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"bwrap does not start ({e})"
-    if probe.returncode != 0:
-        reason = probe.stderr.decode(errors="replace").strip().splitlines()
-        return f"bwrap cannot create namespaces here ({reason[0] if reason else probe.returncode})"
-    return None
-
-
-def _pids_cgroup_parent() -> Path | None:
-    """A cgroup directory under which this process may create pids-limited cgroups."""
-    candidates = [V1_PIDS_ROOT]
-    try:
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
-            if line.startswith("0::"):
-                candidates.append(V2_ROOT / line[3:].lstrip("/"))
-    except OSError:
-        pass
-    for base in candidates:
-        parent = base / CGROUP_PARENT
-        try:
-            parent.mkdir(exist_ok=True)
-            if base != V1_PIDS_ROOT:  # v2: children of `parent` need the pids controller
-                (parent / "cgroup.subtree_control").write_text("+pids")
-            probe = parent / f"probe-{uuid.uuid4().hex[:8]}"
-            probe.mkdir()
-            usable = (probe / "pids.max").exists()
-            probe.rmdir()
-        except OSError:
-            continue
-        if usable:
-            return parent
-    return None
-
-
-@dataclass
+@dataclass(frozen=True)
 class ToolSandbox:
+    mode: Literal["bwrap", "none", "refused"] = "refused"
+    """bwrap: confined; none: unconfined (the operator said so); refused: the
+    sandbox cannot start, so process tools are refused."""
+    problem: str | None = "no sandbox was configured"
+    """Why tools are refused (mode "refused")."""
     bwrap: str | None = None
-    """Path of bwrap when filesystem/pid isolation is on."""
-    cgroup_parent: Path | None = None
-    """Where per-call pids cgroups are made; None = no process-count limit."""
+    setpriv: str | None = None
+    run_as: tuple[int, int] | None = None
+    """(uid, gid) to drop to inside the sandbox; None when the worker is not root."""
     workspace_root: Path | None = None
-    hidden_files: Sequence[Path] = field(default_factory=tuple)
+    hidden_files: tuple[Path, ...] = ()
+    network: NetworkMode = "none"
+    egress_allow: tuple[str, ...] = ()
+    """Non-public networks or names the egress proxy lets through (operator's list)."""
+    egress_ports: tuple[int, ...] = (80, 443)
+    """Destination ports the egress proxy allows."""
+    egress_deny: tuple[str, ...] = ()
+    """Hosts tool code must never reach even when public: the LLM endpoints and
+    the Temporal frontend."""
+    cgroups: CallCgroups | None = None
+    memory_bytes: int = DEFAULT_MEMORY_BYTES
     max_pids: int = DEFAULT_MAX_PIDS
 
+    # ---- construction ---------------------------------------------------------
+
     @classmethod
-    def none(cls) -> "ToolSandbox":
-        return cls()
+    def none(cls, cgroups: CallCgroups | None = None) -> "ToolSandbox":
+        """No confinement: only for an operator's explicit `sandbox = "none"` and
+        for tests of process handling itself."""
+        return cls(mode="none", problem=None, cgroups=cgroups)
+
+    @classmethod
+    def refused(cls, problem: str) -> "ToolSandbox":
+        return cls(mode="refused", problem=problem)
 
     @classmethod
     def detect(
@@ -112,119 +121,254 @@ class ToolSandbox:
         mode: SandboxMode,
         workspace_root: Path,
         hidden_files: Sequence[Path] = (),
+        *,
+        network: NetworkMode = "none",
+        egress_allow: Sequence[str] = (),
+        egress_deny: Sequence[str] = (),
+        egress_ports: Sequence[int] = (80, 443),
+        tool_user: int = DEFAULT_TOOL_USER,
+        memory_bytes: int = DEFAULT_MEMORY_BYTES,
         max_pids: int = DEFAULT_MAX_PIDS,
+        bwrap: str | None = None,
     ) -> "ToolSandbox":
+        """The sandbox this worker can give its tools, checked by starting one
+        confined process. Raises SandboxUnavailable only in mode "bwrap"."""
+        cgroups = CallCgroups.detect(memory_bytes=memory_bytes, max_pids=max_pids)
         if mode == "none":
-            return cls.none()
-        bwrap = shutil.which("bwrap")
-        problem = _bwrap_problem(bwrap)
-        if problem and mode == "bwrap":
-            raise SandboxUnavailable(f"tool sandbox: {problem}; install bubblewrap or set sandbox = \"auto\"")
-        cgroup_parent = _pids_cgroup_parent()
-        if cgroup_parent is not None:
-            _remove_stale_groups(cgroup_parent)
-        return cls(
-            bwrap=None if problem else bwrap,
-            cgroup_parent=cgroup_parent,
+            return cls.none(cgroups)
+        bwrap = bwrap or os.environ.get(BWRAP_ENV) or shutil.which("bwrap")
+        setpriv = shutil.which("setpriv") if os.geteuid() == 0 else None
+        candidate = cls(
+            mode="bwrap",
+            problem=None,
+            bwrap=bwrap,
+            setpriv=setpriv,
+            run_as=(tool_user, tool_user) if os.geteuid() == 0 else None,
             workspace_root=Path(os.path.realpath(workspace_root)),
             hidden_files=tuple(Path(os.path.realpath(p)) for p in hidden_files if Path(p).exists()),
+            network=network,
+            egress_allow=tuple(egress_allow),
+            egress_deny=tuple(egress_deny),
+            egress_ports=tuple(egress_ports),
+            cgroups=cgroups,
+            memory_bytes=memory_bytes,
             max_pids=max_pids,
         )
+        problem = candidate._problem()
+        if problem is None:
+            return candidate
+        if mode == "bwrap":
+            raise SandboxUnavailable(f"tool sandbox: {problem}. {FIX_HINT}")
+        return cls.refused(problem)
+
+    def _problem(self) -> str | None:
+        """None when a confined process starts here, else why not."""
+        if self.bwrap is None or not os.access(self.bwrap, os.X_OK):
+            return "bubblewrap (bwrap) is not installed"
+        if self.run_as is not None and self.setpriv is None:
+            return "setpriv (util-linux) is missing, so a root worker cannot drop to an unprivileged user"
+        if not seccomp_filter.supported():
+            return f"no seccomp filter for this architecture ({os.uname().machine})"
+        probe_dir = Path(os.path.realpath(os.getcwd()))
+        seccomp = seccomp_filter.program_fd()
+        argv = self.command(["/bin/sh", "-c", "exit 0"], run_dir=probe_dir, cwd=probe_dir, seccomp_fd=seccomp)
+        try:
+            probe = subprocess.run(
+                argv, capture_output=True, timeout=PROBE_TIMEOUT, preexec_fn=_no_new_privs, pass_fds=(seccomp,)
+            )
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"bwrap does not start ({e})"
+        finally:
+            os.close(seccomp)
+        if probe.returncode != 0:
+            reason = probe.stderr.decode(errors="replace").strip().splitlines()
+            return f"bwrap cannot confine a process here ({reason[-1] if reason else f'exit {probe.returncode}'})"
+        return None
+
+    # ---- what the worker says and does ------------------------------------------
 
     def describe(self) -> str:
-        fs = "bubblewrap (read-only system, private run directory, own pid namespace)" if self.bwrap else (
-            "NONE: tools can read and write whatever the worker's user can (install bubblewrap)"
+        if self.mode == "refused":
+            return f"tool sandbox: UNAVAILABLE ({self.problem}); python_execute and bash are refused. {FIX_HINT}"
+        limits = self.cgroups.describe() if self.cgroups else "no cgroup (per-process rlimits only)"
+        if self.mode == "none":
+            return (
+                "tool sandbox: NONE ([tools] sandbox = \"none\"): tools run unconfined, with the "
+                f"worker's user, files and network; {limits}"
+            )
+        user = f"uid {self.run_as[0]}" if self.run_as else f"uid {os.geteuid()} (the worker's)"
+        network = (
+            "network: public internet through the egress proxy only"
+            if self.network == "internet"
+            else "network: none"
         )
-        pids = f"at most {self.max_pids} processes per call" if self.cgroup_parent else (
-            "no process-count limit (no writable pids cgroup)"
+        return (
+            "tool sandbox: bubblewrap (system read-only, only the run directory writable, "
+            f"own pid/net/ipc namespaces, no capabilities, {user}); {network}; {limits}"
         )
-        return f"tool sandbox: {fs}; {pids}"
 
-    def command(self, argv: list[str], *, run_dir: Path, cwd: Path, writable: Sequence[Path] = ()) -> list[str]:
-        """argv, wrapped in bubblewrap when it is on."""
-        if not self.bwrap:
+    @property
+    def refusal(self) -> str | None:
+        """The observation for a refused process tool, or None if tools may run."""
+        if self.mode != "refused":
+            return None
+        return (
+            f"This tool is disabled on this worker: the tool sandbox cannot start ({self.problem}). "
+            "Use the other tools, or finish and say what you could not do."
+        )
+
+    def command(
+        self,
+        argv: list[str],
+        *,
+        run_dir: Path,
+        cwd: Path,
+        seccomp_fd: int | None = None,
+        egress_socket: Path | None = None,
+    ) -> list[str]:
+        """argv wrapped in bubblewrap (unchanged in mode "none").
+        seccomp_fd: seccomp_filter.program_fd(), passed on to bwrap by the caller.
+        egress_socket: the call's egress proxy (network "internet"); tool code
+        finds it on its own loopback, port EGRESS_PORT."""
+        if self.mode == "none":
             return argv
+        if self.mode == "refused" or self.bwrap is None:
+            raise RuntimeError(f"tool sandbox unavailable: {self.problem}")
         wrapped = [
             self.bwrap,
             "--die-with-parent",
+            "--new-session",
             "--unshare-pid",
             "--unshare-ipc",
-            "--ro-bind", "/", "/",
-            "--dev", "/dev",
-            "--proc", "/proc",
-            "--tmpfs", "/tmp",
+            "--unshare-uts",
+            "--unshare-net",
+            "--unshare-cgroup-try",
+            "--hostname", "sandbox",
         ]
-        if self.workspace_root is not None:
-            wrapped += ["--tmpfs", str(self.workspace_root)]
-        for kept in _interpreter_dirs():  # e.g. a venv under /tmp must stay visible
-            if _under(kept, Path("/tmp")) or (self.workspace_root and _under(kept, self.workspace_root)):
-                wrapped += ["--ro-bind", str(kept), str(kept)]
+        if seccomp_fd is not None:
+            wrapped += ["--seccomp", str(seccomp_fd)]
+        if self.run_as is None:
+            # The worker is unprivileged: bwrap makes a user namespace for the
+            # mounts; forbid the tool another one (kernel attack surface).
+            wrapped += ["--unshare-user", "--disable-userns"]
+        else:
+            # bwrap runs as root: keep only what setpriv needs to drop to the tool user.
+            wrapped += ["--cap-drop", "ALL"]
+            wrapped += [arg for cap in ROOT_SETUP_CAPS for arg in ("--cap-add", cap)]
+        mounted: list[Path] = []
+        for name in SYSTEM_DIRS:
+            host = Path("/") / name
+            if host.is_symlink():
+                wrapped += ["--symlink", os.readlink(host), str(host)]
+            elif host.is_dir():
+                wrapped += ["--ro-bind", str(host), str(host)]
+                mounted.append(host)
+        wrapped += ["--dev", "/dev", "--proc", "/proc", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
+        made = {Path("/"), Path("/tmp")}
+        for kept in _interpreter_dirs():
+            if not any(_under(kept, m) for m in mounted):
+                wrapped += _parents(kept, mounted, made) + ["--ro-bind", str(kept), str(kept)]
+                mounted.append(kept)
+        if self.workspace_root is not None and any(_under(self.workspace_root, m) for m in mounted):
+            wrapped += ["--tmpfs", str(self.workspace_root)]  # other runs, the undo history
         for hidden in self.hidden_files:
-            wrapped += ["--ro-bind", "/dev/null", str(hidden)]
-        for path in (run_dir, *writable):
-            wrapped += ["--bind", str(path), str(path)]
-        wrapped += ["--chdir", str(cwd), "--", *argv]
-        return wrapped
+            if any(_under(hidden, m) for m in mounted):
+                wrapped += ["--ro-bind", "/dev/null", str(hidden)]
+        wrapped += _parents(run_dir, mounted, made) + ["--bind", str(run_dir), str(run_dir)]
+        if egress_socket is not None:
+            wrapped += _parents(Path(EGRESS_SOCKET), mounted, made)
+            wrapped += ["--ro-bind", str(egress_socket), EGRESS_SOCKET]
+            wrapped += ["--ro-bind", str(FORWARDER), EGRESS_FORWARDER]
+            argv = [sys.executable, "-I", "-S", EGRESS_FORWARDER, str(EGRESS_PORT), EGRESS_SOCKET, "--", *argv]
+        wrapped += ["--chdir", str(cwd), "--"]
+        if self.run_as is not None:
+            uid, gid = self.run_as
+            wrapped += [
+                self.setpriv,
+                f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
+                "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all",
+                "--no-new-privs", "--",
+            ]
+        return wrapped + argv
 
     @contextlib.contextmanager
-    def process_group(self) -> Iterator[str | None]:
-        """A fresh pids cgroup for one call: yields its cgroup.procs path (the
-        child joins it before exec), and removes it afterwards, killing any
-        process still inside."""
-        if self.cgroup_parent is None:
+    def call_group(self) -> Iterator[CallGroup | None]:
+        """The call's cgroup (None where the machine has none for us)."""
+        if self.cgroups is None:
             yield None
             return
-        _remove_stale_groups(self.cgroup_parent)
-        group = self.cgroup_parent / f"call-{os.getpid()}-{uuid.uuid4().hex[:12]}"
-        try:
-            group.mkdir()
-            (group / "pids.max").write_text(str(self.max_pids))
-        except OSError as e:
-            log.warning("tool sandbox: cannot create a pids cgroup (%s); this call runs without it", e)
-            yield None
+        with self.cgroups.call() as group:
+            yield group
+
+    def prepare_run_dir(self, run_dir: Path) -> None:
+        """A root worker hands the run directory to the tool user, so the tools
+        can write there (the editor's files get the same owner)."""
+        if self.run_as is None or self.mode != "bwrap":
             return
-        try:
-            yield str(group / "cgroup.procs")
-        finally:
-            _empty_and_remove(group)
+        uid, gid = self.run_as
+        info = os.stat(run_dir, follow_symlinks=False)
+        if (info.st_uid, info.st_gid) != (uid, gid):
+            os.chown(run_dir, uid, gid, follow_symlinks=False)
+
+    def environment(self, run_dir: Path) -> dict[str, str]:
+        """The tool's environment, built from scratch so no worker secret (API
+        keys, tokens) can leak into it."""
+        interpreter_dir = os.path.dirname(sys.executable)
+        system_path = "/usr/local/bin:/usr/bin:/bin"
+        env = {
+            # The worker's interpreter first, so `python` means the venv's.
+            "PATH": os.pathsep.join([interpreter_dir, system_path]),
+            "HOME": str(run_dir),
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+            "TMPDIR": "/tmp",
+            "PYTHONUNBUFFERED": "1",
+            "TERM": "dumb",
+        }
+        if self.mode == "none":
+            tmp_dir = run_dir / ".tmp"
+            tmp_dir.mkdir(exist_ok=True)
+            env["TMPDIR"] = str(tmp_dir)
+            env["PATH"] = os.pathsep.join([interpreter_dir, os.environ.get("PATH") or os.defpath])
+        return env  # with network "internet", the forwarder adds the proxy variables
+
+
+FIX_HINT = (
+    "Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and allow user namespaces, "
+    "or set [tools] sandbox = \"none\" to run tools unconfined (not recommended)"
+)
+
+
+ROOT_SETUP_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
+"""What setpriv needs to change user and empty the bounding set; gone after it."""
+
+_PR_SET_NO_NEW_PRIVS = 38
+
+
+def _no_new_privs() -> None:
+    """Runs in a forked child before exec: no later exec may gain privileges."""
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+
+
+_prctl = ctypes.CDLL(None, use_errno=True).prctl
 
 
 def _interpreter_dirs() -> list[Path]:
-    """Where the worker's Python lives: tools run this interpreter, so the private
-    /tmp (or the hidden workspace root) must not cover it."""
+    """Where the worker's Python lives: tools run this interpreter."""
     return sorted({Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+
+
+def _parents(path: Path, mounted: list[Path], made: set[Path]) -> list[str]:
+    """bwrap arguments that create the directories leading to `path` as 0755
+    (bwrap would make them 0700 as root, closed to the tool user)."""
+    arguments: list[str] = []
+    for parent in reversed(path.parents):
+        if parent in made or any(_under(parent, m) for m in mounted):
+            continue
+        arguments += ["--perms", "0755", "--dir", str(parent)]
+        made.add(parent)
+    return arguments
 
 
 def _under(path: Path, directory: Path) -> bool:
     return path == directory or directory in path.parents
-
-
-def _remove_stale_groups(parent: Path) -> None:
-    """Remove the cgroups of calls whose worker died before cleaning up (a
-    SIGKILLed worker never runs its `finally`). A group still in use by a live
-    worker is left alone: its name carries that worker's pid."""
-    for group in parent.glob("call-*"):
-        try:
-            worker_pid = int(group.name.split("-")[1])
-        except (IndexError, ValueError):
-            continue
-        if worker_pid == os.getpid() or Path(f"/proc/{worker_pid}").exists():
-            continue
-        _empty_and_remove(group)
-
-
-def _empty_and_remove(group: Path) -> None:
-    for _ in range(50):
-        try:
-            pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
-        except OSError:
-            pids = []
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        try:
-            group.rmdir()
-            return
-        except OSError:
-            time.sleep(0.02)
-    log.warning("tool sandbox: could not remove %s", group)

@@ -1,0 +1,610 @@
+"""The egress proxy: the only way out for tool code when `[tools] network = "internet"`.
+
+Tool processes live in a network namespace that has nothing but its own
+loopback. The worker runs this proxy on a UNIX socket that is bind-mounted into
+the sandbox, where egress_forwarder.py exposes it as an HTTP proxy on
+127.0.0.1. Every destination is checked here, in the worker, before any packet
+leaves: tool code may reach public internet addresses on a few ports and
+nothing else -- not the worker's loopback (the Temporal frontend, the LLM
+endpoint), not the LAN or the cluster's private ranges, not the link-local
+cloud metadata service.
+
+Two request forms are understood:
+
+- `CONNECT host:port` (HTTPS and anything else over TLS): answered with
+  `200 Connection established`, then bytes flow both ways untouched.
+- `METHOD http://host[:port]/path HTTP/1.x` (plain HTTP): the request is sent
+  in origin form with `Connection: close`, so each proxy connection carries
+  one request.
+
+A host name is resolved once, every address it resolves to must be allowed,
+and the connection goes to one of those checked addresses -- never to the name
+again, so a second DNS answer (rebinding) cannot point somewhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import os
+import socket
+import stat
+from collections.abc import Awaitable, Callable, Collection, Iterable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+log = logging.getLogger(__name__)
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+Resolver = Callable[[str], Awaitable[list[str]]]
+"""host name -> the addresses (text form) it resolves to."""
+Connector = Callable[[str, int], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
+"""(checked address, port) -> an open connection to it."""
+
+DEFAULT_PORTS = frozenset({80, 443})
+MAX_HEADER_BYTES = 16 * 1024
+HEADER_TIMEOUT = 10.0
+"""Seconds a client has to send its whole request head."""
+CONNECT_TIMEOUT = 10.0
+"""Seconds for resolving the destination and connecting to it."""
+IDLE_TIMEOUT = 120.0
+"""Seconds a proxied connection may pass no bytes in either direction."""
+MAX_CONNECTIONS = 64
+CLOSE_GRACE = 10.0
+"""Seconds a finished connection has to take its last buffered bytes."""
+MAX_RESPONSE_HEAD_BYTES = 64 * 1024
+CHUNK = 64 * 1024
+
+LOCAL_NAMES = frozenset({
+    "localhost", "localhost.localdomain", "localhost6", "localhost6.localdomain6",
+    "ip6-localhost", "ip6-loopback",
+})
+# Prefixes under which an IPv6 address carries an IPv4 address that a gateway
+# (NAT64, 6to4 relay) or the kernel may end up delivering to.
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
+NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
+IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+SHARED_ADDRESS_SPACE = ipaddress.ip_network("100.64.0.0/10")
+
+HOP_BY_HOP = frozenset({
+    "connection", "proxy-connection", "keep-alive", "proxy-authorization",
+    "proxy-authenticate", "te", "upgrade",
+})
+TOKEN_CHARACTERS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+STATUS_TEXT = {
+    200: "OK", 400: "Bad Request", 403: "Forbidden", 408: "Request Timeout",
+    431: "Request Header Fields Too Large", 502: "Bad Gateway",
+    503: "Service Unavailable", 504: "Gateway Timeout",
+}
+
+
+def address_problem(address: IPAddress) -> str | None:
+    """Why tool code may not connect to `address` ("private address", ...), or
+    None for a public internet address."""
+    if address.is_unspecified:
+        return "unspecified address"
+    if address.is_loopback:
+        return "loopback address"
+    if address.is_link_local:
+        return "link-local address"
+    if address.is_multicast:
+        return "multicast address"
+    if isinstance(address, ipaddress.IPv6Address):
+        embedded = _embedded_ipv4(address)
+        if embedded is not None:
+            problem = address_problem(embedded)
+            return f"{problem} {embedded} in IPv6 form" if problem else None
+        if address in IPV4_COMPATIBLE or address in NAT64_LOCAL:
+            return "reserved address"
+        if address.is_site_local:
+            return "site-local address"
+    if address in SHARED_ADDRESS_SPACE:
+        return "shared address (carrier-grade NAT)"
+    if address.is_private:
+        return "private address"
+    if address.is_reserved:
+        return "reserved address"
+    if not address.is_global:
+        return "non-public address"
+    return None
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address in NAT64:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
+
+
+def normalize_host(host: str) -> str:
+    """Lower case, without brackets or a trailing dot; ValueError if `host` is
+    neither an IP address nor a plausible DNS name."""
+    host = host.strip()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    host = host.lower().removesuffix(".")
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        pass
+    labels = host.split(".")
+    if not host or len(host) > 253 or not all(
+        0 < len(label) <= 63 and all(c.isascii() and (c.isalnum() or c in "-_") for c in label)
+        for label in labels
+    ):
+        raise ValueError(f"not a host name: {host!r}")
+    return host
+
+
+def _is_local_name(host: str) -> bool:
+    return host in LOCAL_NAMES or host.endswith(".localhost")
+
+
+class EgressPolicy:
+    """Which destinations tool code may reach.
+
+    allow: networks ("192.168.5.0/24") or exact host names ("mirror.lan") that
+        are let through although they are not public.
+    deny: networks or host names refused although they are public, e.g. the
+        cluster's own endpoints on public addresses. Names here are compared
+        as names; pass their addresses too to refuse them under any name.
+    Deny wins over allow.
+    """
+
+    def __init__(self, allow: Iterable[str] = (), deny: Iterable[str] = ()) -> None:
+        self.allow_networks, self.allow_hosts = _split_entries(allow, "allow")
+        self.deny_networks, self.deny_hosts = _split_entries(deny, "deny")
+
+    def name_refusal(self, host: str) -> str | None:
+        """Why `host` (normalized) is refused before it is even resolved."""
+        if host in self.deny_hosts:
+            return f"egress to {host} is not allowed (denied by the operator)"
+        if host in self.allow_hosts:
+            return None
+        if _is_local_name(host):
+            return f"egress to {host} (local host name) is not allowed"
+        return None
+
+    def address_refusal(self, host: str, addresses: Iterable[str]) -> str | None:
+        """Why `host`, resolved to `addresses`, is refused; None if every one
+        of them may be reached."""
+        for text in addresses:
+            try:
+                address = ipaddress.ip_address(text)
+            except ValueError:
+                return f"egress to {host} is not allowed (unusable address {text!r})"
+            where = text if text == host else f"{host}, which resolves to {text}"
+            if any(address in net for net in self.deny_networks):
+                return f"egress to {where} is not allowed (denied by the operator)"
+            if host in self.allow_hosts or any(address in net for net in self.allow_networks):
+                continue
+            problem = address_problem(address)
+            if problem:
+                return f"egress to {where} ({problem}) is not allowed"
+        return None
+
+
+def _split_entries(entries: Iterable[str], what: str) -> tuple[tuple[IPNetwork, ...], frozenset[str]]:
+    networks: list[IPNetwork] = []
+    hosts: set[str] = set()
+    for entry in entries:
+        try:
+            networks.append(ipaddress.ip_network(entry.strip(), strict=False))
+            continue
+        except ValueError:
+            pass
+        try:
+            hosts.add(normalize_host(entry))
+        except ValueError:
+            raise ValueError(f"egress {what} list: {entry!r} is neither a network nor a host name") from None
+    return tuple(networks), frozenset(hosts)
+
+
+async def system_resolver(host: str) -> list[str]:
+    """The addresses the system resolver gives for `host`, in its order."""
+    infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(info[4][0] for info in infos))
+
+
+async def open_tcp(address: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection(address, port, limit=MAX_RESPONSE_HEAD_BYTES)
+
+
+class _Refused(Exception):
+    """A request the proxy answers with an error status instead of forwarding."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+class _Idle(Exception):
+    pass
+
+
+@dataclass
+class _Request:
+    method: str
+    host: str
+    """Normalized: lower case, IPv6 without brackets."""
+    port: int
+    path: str
+    """Origin form for plain HTTP; empty for CONNECT."""
+    version: str
+    headers: list[tuple[str, str]]
+
+
+class EgressProxy:
+    """An HTTP proxy on a UNIX socket that lets tool code reach the public
+    internet and nothing else (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        allow: Iterable[str] = (),
+        deny: Iterable[str] = (),
+        ports: Collection[int] = DEFAULT_PORTS,
+        resolver: Resolver | None = None,
+        connector: Connector | None = None,
+        max_header_bytes: int = MAX_HEADER_BYTES,
+        header_timeout: float = HEADER_TIMEOUT,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        idle_timeout: float = IDLE_TIMEOUT,
+        max_connections: int = MAX_CONNECTIONS,
+    ) -> None:
+        self.policy = EgressPolicy(allow, deny)
+        self.ports = frozenset(ports)
+        self.resolver = resolver or system_resolver
+        self.connector = connector or open_tcp
+        self.max_header_bytes = max_header_bytes
+        self.header_timeout = header_timeout
+        self.connect_timeout = connect_timeout
+        self.idle_timeout = idle_timeout
+        self.max_connections = max_connections
+        self.socket_path: str | None = None
+        self._server: asyncio.Server | None = None
+        self._handlers: set[asyncio.Task] = set()
+
+    @property
+    def active_connections(self) -> int:
+        return len(self._handlers)
+
+    async def start(self, socket_path: str | os.PathLike, *, mode: int = 0o666) -> None:
+        """Listen on `socket_path`. The default mode lets the sandbox's
+        unprivileged user connect; keep the socket in a directory only the
+        worker can enter and bind-mount the socket itself into the sandbox."""
+        path = os.fspath(socket_path)
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_ISSOCK(os.lstat(path).st_mode):  # left by a worker that died
+                os.unlink(path)
+        self._server = await asyncio.start_unix_server(self._serve, path, limit=self.max_header_bytes)
+        os.chmod(path, mode)
+        self.socket_path = path
+
+    async def close(self) -> None:
+        """Stop listening and cut every connection still open."""
+        if self._server is None:
+            return
+        self._server.close()
+        for task in list(self._handlers):
+            task.cancel()
+        await asyncio.gather(*self._handlers, return_exceptions=True)
+        await self._server.wait_closed()
+        self._server = None
+        if self.socket_path:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.socket_path)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._server is None:  # accepted just before close()
+            writer.close()
+            return
+        if len(self._handlers) >= self.max_connections:
+            log.debug("egress: refused a connection, %d already open", len(self._handlers))
+            _reply(writer, 503, "egress proxy: too many connections")
+            _close_soon(writer)
+            return
+        # The work runs in a task of its own: close() cancels it, and asyncio
+        # (3.11) logs an error when a client_connected_cb task is cancelled.
+        work = asyncio.ensure_future(self._handle(reader, writer))
+        self._handlers.add(work)
+        try:
+            await asyncio.wait({work})
+        finally:
+            work.cancel()
+            self._handlers.discard(work)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        upstream: asyncio.StreamWriter | None = None
+        graceful = False
+        try:
+            request = await self._read_request(reader)
+            upstream_reader, upstream = await self._connect(request)
+            if request.method == "CONNECT":
+                writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                await self._splice(reader, writer, upstream_reader, upstream)
+            else:
+                upstream.write(_origin_form(request))
+                await self._splice(reader, writer, upstream_reader, upstream, rewrite_response=True)
+            graceful = True
+        except _Refused as refusal:
+            _reply(writer, refusal.status, refusal.reason)
+            graceful = True
+        except (ConnectionError, asyncio.IncompleteReadError, _Idle):
+            pass
+        except Exception:
+            log.exception("egress: unexpected failure")
+        finally:
+            for end in (writer, upstream):
+                if end is None:
+                    continue
+                if graceful:
+                    _close_soon(end)
+                else:  # idle, reset or cancelled: unsent bytes are moot
+                    end.transport.abort()
+
+    async def _read_request(self, reader: asyncio.StreamReader) -> _Request:
+        try:
+            head = await asyncio.wait_for(_read_head(reader, self.max_header_bytes), self.header_timeout)
+        except asyncio.TimeoutError:
+            log.debug("egress: no request head within %g s", self.header_timeout)
+            raise _Refused(408, f"egress proxy: request head not received within {self.header_timeout:g} s") from None
+        except asyncio.LimitOverrunError:
+            raise _Refused(431, f"egress proxy: request head larger than {self.max_header_bytes} bytes") from None
+        return _parse_request(head)
+
+    async def _connect(self, request: _Request) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        host, port = request.host, request.port
+        try:
+            refusal = self._port_refusal(port) or self.policy.name_refusal(host)
+            if refusal:
+                raise _Refused(403, refusal)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.connect_timeout
+            addresses = await self._resolve(host, deadline)
+            refusal = self.policy.address_refusal(host, addresses)
+            if refusal:
+                raise _Refused(403, refusal)
+            connection = await self._open(host, port, addresses, deadline)
+        except _Refused as refused:
+            log.debug("egress %s:%d refused: %s", host, port, refused.reason)
+            raise
+        log.debug("egress %s:%d allowed via %s", host, port, connection[1].get_extra_info("peername"))
+        return connection
+
+    def _port_refusal(self, port: int) -> str | None:
+        if port in self.ports:
+            return None
+        allowed = ", ".join(str(p) for p in sorted(self.ports))
+        return f"egress to port {port} is not allowed (allowed ports: {allowed})"
+
+    async def _resolve(self, host: str, deadline: float) -> list[str]:
+        try:
+            return [str(ipaddress.ip_address(host))]
+        except ValueError:
+            pass
+        loop = asyncio.get_running_loop()
+        try:
+            addresses = await asyncio.wait_for(self.resolver(host), max(0.0, deadline - loop.time()))
+        except asyncio.TimeoutError:
+            raise _Refused(504, f"egress proxy: resolving {host} timed out") from None
+        except (OSError, UnicodeError) as e:
+            raise _Refused(502, f"egress proxy: cannot resolve {host} ({e})") from None
+        if not addresses:
+            raise _Refused(502, f"egress proxy: {host} resolves to no address")
+        return list(addresses)
+
+    async def _open(
+        self, host: str, port: int, addresses: list[str], deadline: float
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        loop = asyncio.get_running_loop()
+        error: Exception | None = None
+        for index, address in enumerate(addresses):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            if index < len(addresses) - 1:
+                # A black-holed first address (say IPv6 without a route) must
+                # leave time for the next one.
+                remaining /= 2
+            try:
+                return await asyncio.wait_for(self.connector(address, port), remaining)
+            except (OSError, asyncio.TimeoutError) as e:
+                error = e
+        if error is None or isinstance(error, asyncio.TimeoutError):
+            raise _Refused(504, f"egress proxy: connecting to {host} port {port} timed out")
+        raise _Refused(502, f"egress proxy: cannot connect to {host} port {port} ({error})")
+
+    async def _splice(
+        self,
+        client_reader: asyncio.StreamReader,
+        client: asyncio.StreamWriter,
+        upstream_reader: asyncio.StreamReader,
+        upstream: asyncio.StreamWriter,
+        *,
+        rewrite_response: bool = False,
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        last_activity = loop.time()
+
+        async def pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter, response: bool) -> None:
+            nonlocal last_activity
+            if response:
+                await _relay_response_heads(source, sink)
+                last_activity = loop.time()
+            while data := await source.read(CHUNK):
+                last_activity = loop.time()
+                sink.write(data)
+                await sink.drain()
+            if sink.can_write_eof() and not sink.is_closing():
+                sink.write_eof()
+
+        async def watchdog() -> None:
+            # Idle means neither direction moved (a stalled drain counts too):
+            # one side may rightly be silent while the other streams a download.
+            while (remaining := last_activity + self.idle_timeout - loop.time()) > 0:
+                await asyncio.sleep(remaining)
+            raise _Idle
+
+        pumps = {
+            asyncio.ensure_future(pump(client_reader, upstream, False)),
+            asyncio.ensure_future(pump(upstream_reader, client, rewrite_response)),
+        }
+        guard = asyncio.ensure_future(watchdog())
+        try:
+            pending = set(pumps)
+            while pending:
+                done, _ = await asyncio.wait(pending | {guard}, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    task.result()
+                pending -= done
+        finally:
+            for task in (*pumps, guard):
+                task.cancel()
+            await asyncio.gather(*pumps, guard, return_exceptions=True)
+
+
+async def _read_head(reader: asyncio.StreamReader, limit: int) -> list[bytes]:
+    """The lines of a request or response head, up to the blank line; raises
+    LimitOverrunError past `limit` bytes."""
+    lines: list[bytes] = []
+    size = 0
+    while True:
+        line = await reader.readuntil(b"\n")
+        size += len(line)
+        if size > limit:
+            raise asyncio.LimitOverrunError("head too large", size)
+        if line in (b"\r\n", b"\n"):
+            return lines
+        lines.append(line.rstrip(b"\r\n"))
+
+
+def _parse_request(head: list[bytes]) -> _Request:
+    if not head:
+        raise _Refused(400, "egress proxy: empty request")
+    try:
+        request_line = head[0].decode("ascii")
+    except UnicodeDecodeError:
+        raise _Refused(400, "egress proxy: malformed request line") from None
+    parts = request_line.split(" ")
+    if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not all(p.isprintable() and p for p in parts):
+        raise _Refused(400, "egress proxy: malformed request line")
+    method, target, version = parts
+    headers = _parse_headers(head[1:])
+    try:
+        if method == "CONNECT":
+            host, port = _split_authority(target, default_port=None)
+            return _Request(method, host, port, "", version, headers)
+        if target.startswith("/") or target == "*":
+            raise _Refused(400, "egress proxy: send absolute URLs (http://host/path) or use CONNECT")
+        url = urlsplit(target)
+        if url.scheme.lower() != "http":
+            raise _Refused(400, "egress proxy: only http:// URLs are forwarded; use CONNECT for https")
+        host, port = _split_authority(url.netloc.rpartition("@")[2], default_port=80)
+    except ValueError as e:
+        raise _Refused(400, f"egress proxy: bad destination {target!r} ({e})") from None
+    path = url.path or "/"
+    if url.query:
+        path += "?" + url.query
+    return _Request(method, host, port, path, version, headers)
+
+
+def _parse_headers(lines: list[bytes]) -> list[tuple[str, str]]:
+    headers = []
+    for raw in lines:
+        line = raw.decode("latin-1")
+        name, colon, value = line.partition(":")
+        if not colon or not name or not all(c in TOKEN_CHARACTERS for c in name):
+            raise _Refused(400, "egress proxy: malformed header line")
+        headers.append((name, value.strip()))
+    return headers
+
+
+def _split_authority(authority: str, default_port: int | None) -> tuple[str, int]:
+    if authority.startswith("["):
+        host, bracket, rest = authority[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")):
+            raise ValueError("unbalanced brackets")
+        port_text = rest[1:]
+        if not isinstance(ipaddress.ip_address(host), ipaddress.IPv6Address):
+            raise ValueError("brackets around a non-IPv6 address")
+    else:
+        host, colon, port_text = authority.rpartition(":")
+        if not colon:
+            host, port_text = authority, ""
+    if not port_text:
+        if default_port is None:
+            raise ValueError("no port")
+        port = default_port
+    elif port_text.isdigit() and len(port_text) <= 5 and 0 < int(port_text) < 65536:
+        port = int(port_text)
+    else:
+        raise ValueError(f"bad port {port_text!r}")
+    return normalize_host(host), port
+
+
+def _origin_form(request: _Request) -> bytes:
+    listed = {
+        token.strip().lower()
+        for name, value in request.headers if name.lower() in ("connection", "proxy-connection")
+        for token in value.split(",")
+    }
+    host = f"[{request.host}]" if ":" in request.host else request.host
+    authority = host if request.port == 80 else f"{host}:{request.port}"
+    lines = [f"{request.method} {request.path} {request.version}", f"Host: {authority}"]
+    lines += [
+        f"{name}: {value}" for name, value in request.headers
+        if name.lower() not in HOP_BY_HOP and name.lower() not in listed and name.lower() != "host"
+    ]
+    lines.append("Connection: close")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+async def _relay_response_heads(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Interim (1xx) heads as they are -- a client waiting for 100 Continue
+    must get it at once -- then the final head with Connection: close, so the
+    client never sends a second request down this connection."""
+    while True:
+        try:
+            lines = await _read_head(reader, MAX_RESPONSE_HEAD_BYTES)
+        except asyncio.LimitOverrunError:
+            raise _Refused(502, "egress proxy: the server's response head is too large") from None
+        except asyncio.IncompleteReadError:
+            raise _Refused(502, "egress proxy: the server closed the connection without answering") from None
+        parts = lines[0].split(b" ", 2) if lines else []
+        if len(parts) < 2 or not parts[0].startswith(b"HTTP/") or not parts[1].isdigit():
+            raise _Refused(502, "egress proxy: the server did not answer with HTTP")
+        if 100 <= int(parts[1]) < 200 and int(parts[1]) != 101:
+            writer.write(b"\r\n".join(lines) + b"\r\n\r\n")
+            continue
+        kept = [
+            line for line in lines[1:]
+            if line.split(b":", 1)[0].strip().lower() not in (b"connection", b"keep-alive", b"proxy-connection")
+        ]
+        writer.write(b"\r\n".join([lines[0], *kept, b"Connection: close"]) + b"\r\n\r\n")
+        return
+
+
+def _close_soon(writer: asyncio.StreamWriter) -> None:
+    """Close after the buffered bytes are sent -- but a peer that stops
+    reading must not keep the transport (and a worker descriptor) forever."""
+    writer.close()
+    asyncio.get_running_loop().call_later(CLOSE_GRACE, writer.transport.abort)
+
+
+def _reply(writer: asyncio.StreamWriter, status: int, reason: str) -> None:
+    body = (reason + "\n").encode("utf-8", "replace")
+    head = (
+        f"HTTP/1.1 {status} {STATUS_TEXT.get(status, 'Error')}\r\n"
+        "Content-Type: text/plain; charset=utf-8\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n"
+    )
+    writer.write(head.encode("ascii") + body)
