@@ -14,6 +14,13 @@ FROM python:3.11.15-slim-trixie
 # Output reaches `docker compose logs` at once, not when a buffer fills.
 ENV PYTHONUNBUFFERED=1
 
+# bubblewrap confines the code the agent's tools run (activities/tools/sandbox.py);
+# without it the worker refuses python_execute and bash. docker-compose.yml lists
+# the container settings it needs.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends bubblewrap \
+    && rm -rf /var/lib/apt/lists/*
+
 # A fixed, unprivileged uid: the agent's tools run code as this user (and the
 # kernel enforces the tools' RLIMIT_NPROC only for non-root users). A fixed uid
 # also keeps file ownership stable on a workspace shared between hosts (NFS).

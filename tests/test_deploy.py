@@ -350,6 +350,19 @@ def test_dockerfile_runs_worker_py_as_an_unprivileged_user():
     assert worker_service().get("user") in (None, *users), "docker-compose.yml overrides the image's user"
 
 
+def test_the_image_confines_tools_by_default():
+    """The image has bubblewrap and the worker service may start it, without
+    giving the worker any capability: tools run confined, never bare."""
+    installs = " ".join(args for keyword, args in dockerfile_instructions() if keyword == "RUN")
+    assert "bubblewrap" in installs, "the image must install bubblewrap (else tools are refused)"
+    worker = worker_service()
+    assert worker.get("cap_drop") == ["ALL"]
+    options = set(worker.get("security_opt", []))
+    assert {"no-new-privileges:true", "seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined"} <= options
+    assert not worker.get("privileged") and not worker.get("cap_add")
+    assert "DURABLE_MANUS_TOOL_SANDBOX" not in environment(worker), "the sandbox must stay at its default"
+
+
 # --- (f) search attributes ---------------------------------------------------
 
 

@@ -143,3 +143,91 @@ def test_a_non_dumpable_worker_hides_its_environment_from_same_user_processes():
         pytest.skip("needs root to act as two processes of another user")
     assert environ_readable_by_same_user(harden=False) == ["1", "False"]  # the danger is real
     assert environ_readable_by_same_user(harden=True) == ["0", "True"]
+
+
+CONTROL_PLANE_PROBE = """
+import shutil, socket, subprocess
+for name, (host, port) in {targets!r}.items():
+    s = socket.socket()
+    s.settimeout(3)
+    try:
+        s.connect((host, port))
+        print("REACHED", name)
+    except OSError as e:
+        print("no route to", name, type(e).__name__)
+cli = shutil.which("temporal")
+if cli:
+    listed = subprocess.run([cli, "workflow", "list", "--address", "{temporal}", "--limit", "1"],
+                            capture_output=True, text=True, timeout=20)
+    print("temporal cli exit", listed.returncode)
+else:
+    print("temporal cli absent")
+"""
+
+
+async def test_tool_code_has_no_route_to_the_temporal_frontend_or_the_llm(dev_env, tmp_path):
+    """As an attacker would: from python_execute, connect to the Temporal
+    frontend (which could read, terminate and answer every run) and to the LLM
+    endpoint, and drive the `temporal` CLI that sits in the worker's venv."""
+    fake = FakeOpenAI(turns=[]).start()
+    temporal = server_address(dev_env)
+    llm_host, llm_port = fake.base_url.split("//")[1].split("/")[0].split(":")
+    t_host, t_port = temporal.rsplit(":", 1)
+    probe = CONTROL_PLANE_PROBE.format(
+        targets={"temporal": (t_host, int(t_port)), "llm": (llm_host, int(llm_port))}, temporal=temporal
+    )
+    fake.turns = [
+        Reply(tool_calls=[call("python_execute", {"code": probe})]),
+        Reply(tool_calls=[call("terminate", {"status": "success", "answer": "done"})]),
+    ]
+    queue = unique_queue("security")
+    env = child_env(tmp_path, address=temporal, task_queue=queue, base_url=fake.base_url)
+    env.update(DURABLE_MANUS_TOOL_SANDBOX="auto")
+    worker = start_worker(env, tmp_path / "logs")
+    try:
+        handle = await dev_env.client.start_workflow(
+            AgentWorkflow.run,
+            AgentRunInput(task="look around", agent="manus"),
+            id=f"sec-{uuid.uuid4().hex[:8]}",
+            task_queue=queue,
+            result_type=AgentRunResult,
+        )
+        result = await handle.result()
+    finally:
+        await stop_all(worker)
+        fake.stop()
+    observation = result.steps[0].tool_calls[0].observation
+    assert "no route to temporal" in observation and "no route to llm" in observation, observation
+    assert "REACHED" not in observation
+    assert "temporal cli exit 0" not in observation
+    assert result.succeeded, "the run goes on after the attack"
+
+
+async def test_a_worker_without_bubblewrap_refuses_tools_and_says_so(dev_env, tmp_path):
+    fake = FakeOpenAI(
+        turns=[
+            Reply(tool_calls=[call("python_execute", {"code": "open('ran', 'w').write('x')"})]),
+            Reply(tool_calls=[call("terminate", {"status": "success", "answer": "done"})]),
+        ]
+    ).start()
+    queue = unique_queue("security")
+    env = child_env(tmp_path, address=server_address(dev_env), task_queue=queue, base_url=fake.base_url)
+    env.update(DURABLE_MANUS_TOOL_SANDBOX="auto", DURABLE_MANUS_BWRAP=str(tmp_path / "no-bwrap"))
+    worker = start_worker(env, tmp_path / "logs")
+    try:
+        handle = await dev_env.client.start_workflow(
+            AgentWorkflow.run,
+            AgentRunInput(task="write a file", agent="manus"),
+            id=f"sec-{uuid.uuid4().hex[:8]}",
+            task_queue=queue,
+            result_type=AgentRunResult,
+        )
+        result = await handle.result()
+    finally:
+        await stop_all(worker)
+        fake.stop()
+    call_record = result.steps[0].tool_calls[0]
+    assert call_record.error and "disabled on this worker" in call_record.observation
+    assert not list(tmp_path.rglob("ran")), "the tool ran unconfined"
+    log = "\n".join(p.read_text() for p in (tmp_path / "logs").glob("*"))
+    assert "tool sandbox: UNAVAILABLE" in log and "apt-get install bubblewrap" in log
