@@ -165,6 +165,25 @@ else:
 """
 
 
+async def run_on_a_worker(dev_env, tmp_path, fake: FakeOpenAI, task: str, **env_extra: str) -> AgentRunResult:
+    """One manus run on a worker.py of its own, with the real tool sandbox."""
+    queue = unique_queue("security")
+    env = child_env(tmp_path, address=server_address(dev_env), task_queue=queue, base_url=fake.base_url)
+    env.update(DURABLE_MANUS_TOOL_SANDBOX="auto", **env_extra)
+    worker = start_worker(env, tmp_path / "logs")
+    try:
+        handle = await dev_env.client.start_workflow(
+            AgentWorkflow.run,
+            AgentRunInput(task=task, agent="manus"),
+            id=f"sec-{uuid.uuid4().hex[:8]}",
+            task_queue=queue,
+            result_type=AgentRunResult,
+        )
+        return await handle.result()
+    finally:
+        await stop_all(worker)
+
+
 async def test_tool_code_has_no_route_to_the_temporal_frontend_or_the_llm(dev_env, tmp_path):
     """As an attacker would: from python_execute, connect to the Temporal
     frontend (which could read, terminate and answer every run) and to the LLM
@@ -180,21 +199,9 @@ async def test_tool_code_has_no_route_to_the_temporal_frontend_or_the_llm(dev_en
         Reply(tool_calls=[call("python_execute", {"code": probe})]),
         Reply(tool_calls=[call("terminate", {"status": "success", "answer": "done"})]),
     ]
-    queue = unique_queue("security")
-    env = child_env(tmp_path, address=temporal, task_queue=queue, base_url=fake.base_url)
-    env.update(DURABLE_MANUS_TOOL_SANDBOX="auto")
-    worker = start_worker(env, tmp_path / "logs")
     try:
-        handle = await dev_env.client.start_workflow(
-            AgentWorkflow.run,
-            AgentRunInput(task="look around", agent="manus"),
-            id=f"sec-{uuid.uuid4().hex[:8]}",
-            task_queue=queue,
-            result_type=AgentRunResult,
-        )
-        result = await handle.result()
+        result = await run_on_a_worker(dev_env, tmp_path, fake, "look around")
     finally:
-        await stop_all(worker)
         fake.stop()
     observation = result.steps[0].tool_calls[0].observation
     assert "no route to temporal" in observation and "no route to llm" in observation, observation
@@ -210,21 +217,11 @@ async def test_a_worker_without_bubblewrap_refuses_tools_and_says_so(dev_env, tm
             Reply(tool_calls=[call("terminate", {"status": "success", "answer": "done"})]),
         ]
     ).start()
-    queue = unique_queue("security")
-    env = child_env(tmp_path, address=server_address(dev_env), task_queue=queue, base_url=fake.base_url)
-    env.update(DURABLE_MANUS_TOOL_SANDBOX="auto", DURABLE_MANUS_BWRAP=str(tmp_path / "no-bwrap"))
-    worker = start_worker(env, tmp_path / "logs")
     try:
-        handle = await dev_env.client.start_workflow(
-            AgentWorkflow.run,
-            AgentRunInput(task="write a file", agent="manus"),
-            id=f"sec-{uuid.uuid4().hex[:8]}",
-            task_queue=queue,
-            result_type=AgentRunResult,
+        result = await run_on_a_worker(
+            dev_env, tmp_path, fake, "write a file", DURABLE_MANUS_BWRAP=str(tmp_path / "no-bwrap")
         )
-        result = await handle.result()
     finally:
-        await stop_all(worker)
         fake.stop()
     call_record = result.steps[0].tool_calls[0]
     assert call_record.error and "disabled on this worker" in call_record.observation
