@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
-import json
 import re
 from enum import Enum
 from typing import Any
 
 from pydantic import BaseModel, Field
+
+from agent_model.payload import clip
+from agent_model.tool_arguments import read_arguments
+
+MAX_PLANS = 20
+"""Plans one run may hold: the plans are workflow state, returned whole by a query."""
+MAX_PLAN_STEPS = 50
+"""Steps of one plan; a PlanningFlow runs each as a child workflow."""
+STEP_TEXT_LIMIT = 2000
+"""Characters of one step's text."""
+TITLE_LIMIT = 200
+PLAN_ID_LIMIT = 100
+NOTES_LIMIT = 2000
+"""Characters of a step's notes."""
 
 
 class StepStatus(str, Enum):
@@ -90,7 +103,25 @@ COMMANDS = ("create", "update", "list", "get", "set_active", "mark_step", "delet
 def _steps_argument(value: Any) -> list[str]:
     if not isinstance(value, list) or not value or not all(isinstance(s, str) and s.strip() for s in value):
         raise PlanningError("`steps` must be a non-empty list of non-empty strings")
-    return [s.strip() for s in value]
+    if len(value) > MAX_PLAN_STEPS:
+        raise PlanningError(f"a plan has at most {MAX_PLAN_STEPS} steps, not {len(value)}")
+    steps = [s.strip() for s in value]
+    too_long = next((i for i, s in enumerate(steps) if len(s) > STEP_TEXT_LIMIT), None)
+    if too_long is not None:
+        raise PlanningError(f"step {too_long} is longer than {STEP_TEXT_LIMIT} characters; keep steps short")
+    return steps
+
+
+def _plan_id(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or len(value) > PLAN_ID_LIMIT:
+        raise PlanningError(f"`plan_id` must be a string of at most {PLAN_ID_LIMIT} characters")
+    return value
+
+
+def _title(title: Any) -> str:
+    return clip(str(title).strip(), TITLE_LIMIT)
 
 
 def create(book: PlanBook, plan_id: str | None, title: str | None, steps: Any) -> str:
@@ -98,9 +129,11 @@ def create(book: PlanBook, plan_id: str | None, title: str | None, steps: Any) -
         raise PlanningError("`plan_id` is required for create")
     if plan_id in book.plans:
         raise PlanningError(f"a plan with ID {plan_id!r} already exists; use update")
+    if len(book.plans) >= MAX_PLANS:
+        raise PlanningError(f"there are already {MAX_PLANS} plans; delete one first")
     if not title or not str(title).strip():
         raise PlanningError("`title` is required for create")
-    plan = Plan(plan_id=plan_id, title=str(title).strip(), steps=[PlanStep(text=t) for t in _steps_argument(steps)])
+    plan = Plan(plan_id=plan_id, title=_title(title), steps=[PlanStep(text=t) for t in _steps_argument(steps)])
     book.plans[plan_id] = plan
     book.active = plan_id
     return f"Created plan {plan_id} (now active).\n\n{plan.render()}"
@@ -109,7 +142,7 @@ def create(book: PlanBook, plan_id: str | None, title: str | None, steps: Any) -
 def update(book: PlanBook, plan_id: str | None, title: str | None, steps: Any) -> str:
     plan = book.get(plan_id)
     if title:
-        plan.title = str(title).strip()
+        plan.title = _title(title)
     if steps is not None:
         old = plan.steps
         new_steps = []
@@ -157,7 +190,7 @@ def mark_step(
             allowed = ", ".join(s.value for s in StepStatus)
             raise PlanningError(f"unknown step_status {step_status!r}; use one of {allowed}") from None
     if step_notes is not None:
-        step.notes = str(step_notes)
+        step.notes = clip(str(step_notes), NOTES_LIMIT)
     return f"Step {step_index} of plan {plan.plan_id} is now {step.status.value}.\n\n{plan.render()}"
 
 
@@ -177,7 +210,7 @@ def run_command(book: PlanBook, arguments: dict[str, Any]) -> str:
     Raises PlanningError, whose message is meant for the model.
     """
     command = arguments.get("command")
-    plan_id = arguments.get("plan_id")
+    plan_id = _plan_id(arguments.get("plan_id"))
     if command == "create":
         return create(book, plan_id, arguments.get("title"), arguments.get("steps"))
     if command == "update":
@@ -225,12 +258,9 @@ def _planning_arguments(tool_calls: list[tuple[str, str]]) -> tuple[dict[str, An
     for name, raw in tool_calls:
         if name != "planning":
             continue
-        try:
-            arguments = json.loads(raw or "{}")
-        except json.JSONDecodeError as e:
-            return None, f"the planning call's arguments are not valid JSON ({e.msg})"
-        if not isinstance(arguments, dict):
-            return None, "the planning call's arguments are not an object"
+        arguments, problem = read_arguments(raw)
+        if arguments is None:
+            return None, f"the planning call's arguments are {problem}"
         return arguments, ""
     return None, "the planner did not call the planning tool"
 
@@ -286,4 +316,6 @@ def revised_steps(plan: Plan, blocked_index: int, tool_calls: list[tuple[str, st
     remaining = [PlanStep(text=t) for t in texts if t not in done]
     if not remaining:
         return None, "the revised plan has no steps left to run"
+    if blocked_index + 1 + len(remaining) > MAX_PLAN_STEPS:
+        return None, f"the revised plan would have more than {MAX_PLAN_STEPS} steps"
     return remaining, ""
