@@ -7,10 +7,13 @@ each failure as worth retrying or not, and to say so in the ApplicationError.
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import timedelta
 from typing import Any
 
+import httpx2
 import openai
+from openai._constants import RAW_RESPONSE_HEADER
 from openai.types.chat import ChatCompletion
 from temporalio import activity
 from temporalio.common import RetryPolicy
@@ -19,7 +22,8 @@ from temporalio.exceptions import ApplicationError
 from activities.think_context_cache import Resolved, ThinkContextCache
 from activities.token_count import count_prompt_tokens
 from agent_model.llm_io import ThinkRequest, ThinkResponse
-from agent_model.messages import Function, ToolCall, assistant_message
+from agent_model.messages import Function, Message, ToolCall, assistant_message
+from agent_model.payload import json_size
 from agent_model.usage import TokenUsage
 from agent_model.think_context import CONTEXT_MISSING_ERROR
 from config.settings import LLMSettings
@@ -37,8 +41,23 @@ MAX_RETRY_INTERVAL = timedelta(seconds=60)
 CHAT_COMPLETIONS_PATH = "/chat/completions"
 """Relative to base_url; the Azure client maps it to its deployment URL."""
 
+MAX_REPLY_BYTES = 512 * 1024
+"""Largest reply (its content and tool calls, as JSON) a think returns: the
+reply is written into the run's history and result, which Temporal refuses
+over 2 MiB."""
+MAX_BODY_BYTES = 4 * MAX_REPLY_BYTES
+"""Largest HTTP body read: the body of any reply within MAX_REPLY_BYTES is
+smaller, since JSON escapes (\\u00e9) at most triple a character's size."""
+
 TOKEN_LIMIT_ERROR = "TokenLimitExceeded"
-NON_RETRYABLE_ERRORS = [TOKEN_LIMIT_ERROR, "LLMRequestRejected", "UnknownLLMProfile", CONTEXT_MISSING_ERROR]
+REPLY_TOO_LARGE_ERROR = "LLMReplyTooLarge"
+NON_RETRYABLE_ERRORS = [
+    TOKEN_LIMIT_ERROR,
+    REPLY_TOO_LARGE_ERROR,
+    "LLMRequestRejected",
+    "UnknownLLMProfile",
+    CONTEXT_MISSING_ERROR,
+]
 
 THINK_OPTIONS: dict[str, Any] = dict(
     # One model call may legitimately take minutes (long outputs, slow models).
@@ -106,6 +125,12 @@ def _retry_after(error: openai.APIStatusError) -> timedelta | None:
     return timedelta(seconds=min(seconds, MAX_RETRY_INTERVAL.total_seconds()))
 
 
+def as_sdk_error(error: httpx2.TransportError) -> openai.OpenAIError:
+    if isinstance(error, httpx2.TimeoutException):
+        return openai.APITimeoutError(request=error.request)
+    return openai.APIConnectionError(request=error.request)
+
+
 def classify(error: Exception, model: str) -> ApplicationError:
     """The ApplicationError to raise for an SDK failure."""
     if isinstance(error, openai.APITimeoutError):
@@ -125,6 +150,42 @@ def classify(error: Exception, model: str) -> ApplicationError:
     return ApplicationError(f"LLM call failed: {error!r}", type="LLMError")
 
 
+def reply_too_large(detail: str) -> ApplicationError:
+    # Asking again costs as much and gets a reply as large.
+    return ApplicationError(detail, type=REPLY_TOO_LARGE_ERROR, non_retryable=True)
+
+
+async def read_body(response: httpx2.Response, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The response's body, refused (unread) when it declares or turns out to
+    be over `limit` bytes."""
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise reply_too_large(f"the reply's body has {declared} bytes, over the limit of {limit}")
+    chunks, size = [], 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise reply_too_large(f"the reply's body is over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def completion_from(body: bytes) -> ChatCompletion:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise ApplicationError("the LLM answered with a body that is not a JSON object", type="LLMInvalidResponse")
+    return ChatCompletion.construct(**data)
+
+
+def check_reply_size(message: Message) -> None:
+    size = json_size(message)
+    if size > MAX_REPLY_BYTES:
+        raise reply_too_large(f"the reply has {size} bytes of content and tool calls, over the limit of {MAX_REPLY_BYTES}")
+
+
 class LLMActivities:
     """Holds the worker's LLM settings (and keys), one client per LLM profile,
     and the runs' cached context windows."""
@@ -138,6 +199,20 @@ class LLMActivities:
         if name not in self._clients:
             self._clients[name] = make_client(self._profiles[name])
         return self._clients[name]
+
+    async def _complete(self, name: str, body: dict[str, Any]) -> ChatCompletion:
+        """One Chat Completions call whose reply body is read only up to MAX_BODY_BYTES."""
+        response = await self._client(name).post(
+            CHAT_COMPLETIONS_PATH,
+            body=body,
+            cast_to=ChatCompletion,
+            # The SDK then hands back the response with its body still unread.
+            options={"headers": {RAW_RESPONSE_HEADER: "stream"}},
+        )
+        try:
+            return completion_from(await read_body(response.http_response))
+        finally:
+            await response.close()
 
     @activity.defn(name="think")
     async def think(self, request: ThinkRequest) -> ThinkResponse:
@@ -161,11 +236,7 @@ class LLMActivities:
         # The parameters are already in wire format: posting them directly skips
         # chat.completions.create's walk over every message and tool schema,
         # ~20 ms of CPU per call with a full memory window (BENCHMARKS.md, P1).
-        call = asyncio.ensure_future(
-            self._client(request.llm).post(
-                CHAT_COMPLETIONS_PATH, body=request_params(settings, request, parts), cast_to=ChatCompletion
-            )
-        )
+        call = asyncio.ensure_future(self._complete(request.llm, request_params(settings, request, parts)))
         try:
             while True:
                 done, _ = await asyncio.wait({call}, timeout=HEARTBEAT_INTERVAL)
@@ -175,6 +246,8 @@ class LLMActivities:
             completion = call.result()
         except openai.OpenAIError as e:
             raise classify(e, settings.model) from None
+        except httpx2.TransportError as e:  # while reading the body, outside the SDK
+            raise classify(as_sdk_error(e), settings.model) from None
         finally:
             if not call.done():  # cancelled while waiting
                 call.cancel()
@@ -191,8 +264,10 @@ class LLMActivities:
             prompt_tokens=completion.usage.prompt_tokens if completion.usage else 0,
             completion_tokens=completion.usage.completion_tokens if completion.usage else 0,
         )
+        message = assistant_message(choice.message.content, tool_calls)
+        check_reply_size(message)
         return ThinkResponse(
-            message=assistant_message(choice.message.content, tool_calls),
+            message=message,
             usage=usage,
             finish_reason=choice.finish_reason,
             model=completion.model or settings.model,

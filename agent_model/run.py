@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from agent_model.messages import ToolChoice
+from agent_model.payload import PAYLOAD_LIMIT, clip, first_within, fit, json_size
 from agent_model.profiles import AgentProfile
 from agent_model.state import AgentState, StopReason
 from agent_model.usage import TokenUsage
@@ -65,18 +66,16 @@ long run's result must not grow with every step; the full texts stay in the
 run's history and in its `steps` query."""
 RESULT_MIN_FIELD = 200
 """No text in a result is cut below this many characters."""
-
-
-def clip(text: str, limit: int | None, where: str = "cut") -> str:
-    """text, or its first `limit` characters and a note saying how many more
-    characters are `where`; None = no limit."""
-    if limit is None or len(text) <= limit:
-        return text
-    return text[:limit] + f"\n... [{len(text) - limit} more characters {where}]"
+NOTE_LIMIT = 2000
+"""Characters of a run's note (it may quote an error message)."""
+OBSERVATION_LIMIT = 100_000
+"""Characters of a tool's output kept in memory, whatever the profile's
+max_observe: the memory window must fit in one think request."""
+IN_HISTORY = "in the run's history"
 
 
 def cut(text: str, limit: int) -> str:
-    return clip(text, limit, where="in the run's history")
+    return clip(text, limit, where=IN_HISTORY)
 
 
 def fit_records(records: list[StepRecord], budget: int = RESULT_TEXT_BUDGET) -> list[StepRecord]:
@@ -109,9 +108,27 @@ class AgentRunResult(BaseModel):
     note: str | None = None
     steps_taken: int = 0
     steps: list[StepRecord] = Field(default_factory=list)
+    """The run's records, their texts cut to a budget (fit_result); a very long
+    run's oldest records are left out."""
     usage: TokenUsage = Field(default_factory=TokenUsage)
     directory: str | None = None
 
     @property
     def succeeded(self) -> bool:
         return self.state == AgentState.FINISHED and self.stop_reason.succeeded
+
+
+def fit_result(result: AgentRunResult, limit: int = PAYLOAD_LIMIT) -> AgentRunResult:
+    """The result with its records cut to fit_records' budget, and within
+    `limit` bytes of JSON however long the run was: the oldest records are
+    left out (they stay in the run's history) until it fits."""
+    fitted = result.model_copy(update={"steps": fit_records(result.steps)})
+    while len(fitted.steps) > 1 and json_size(fitted) > limit:
+        fitted.steps = fitted.steps[len(fitted.steps) // 2 :]
+    return fit(fitted, limit, IN_HISTORY)
+
+
+def records_page(records: list[StepRecord], since: int, limit: int = PAYLOAD_LIMIT) -> list[StepRecord]:
+    """The records from index `since` on that fit in one answer of `limit`
+    bytes (at least one, cut to fit); callers ask again from where it ends."""
+    return first_within(records[since:], limit, IN_HISTORY)

@@ -19,6 +19,7 @@ class StopReason(str, Enum):
     ANSWERED = "answered"  # the model answered without a tool call (AUTO mode)
     MAX_STEPS = "max_steps"
     TOKEN_LIMIT = "token_limit"
+    REPLY_TOO_LARGE = "reply_too_large"  # the model's reply was over the think activity's size limit
     CONTENT_FILTERED = "content_filtered"  # the provider withheld the model's reply
     ERROR = "error"
     CANCELLED = "cancelled"

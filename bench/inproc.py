@@ -23,7 +23,7 @@ from agent_model.prompting import fill
 from agent_model.tool_io import ToolRequest
 from config.settings import Settings
 from runtime.worker_factory import activities_for
-from agent_model.run import clip
+from agent_model.payload import clip
 
 
 class InProcessAgent:

@@ -114,7 +114,9 @@ async def run(ctx: Context) -> Section:
             json_bytes = len(history.to_json().encode())
             proto_bytes = sum(e.ByteSize() for e in history.events)
             # The full records (the result's own may be cut to fit its size budget).
-            records = await handle.query(AgentWorkflow.steps)
+            records = []
+            while page := await handle.query(AgentWorkflow.steps, len(records)):  # one answer is one page
+                records.extend(page)
             content = sum(
                 len((s.thought or "").encode())
                 + sum(len(c.observation.encode()) + len(c.arguments.encode()) for c in s.tool_calls)

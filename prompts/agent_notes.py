@@ -15,6 +15,8 @@ MAX_STEPS_NOTE = "Stopped after reaching the step limit ({max_steps} steps)."
 
 TOKEN_LIMIT_NOTE = "Stopped: the conversation no longer fits the model's input limit ({detail})."
 
+REPLY_TOO_LARGE_NOTE = "Stopped: the model's reply was too large to use ({detail})."
+
 HUMAN_TIMEOUT_OBSERVATION = (
     "No answer from the user within {seconds} seconds. Continue without it."
 )

@@ -73,6 +73,8 @@ class AgentProgress:
     def __init__(self, handle: WorkflowHandle, out: TextIO, interactive: bool, indent: str = "") -> None:
         self.handle, self.out, self.interactive, self.indent = handle, out, interactive, indent
         self.printed = 0
+        """Records printed; the next `steps` query asks from there."""
+        self.last_step = 0
         self.max_steps = 0
         self.announced: str | None = None
         self.answering: asyncio.Task | None = None
@@ -105,6 +107,7 @@ class AgentProgress:
             return  # no worker yet, or the run just closed
         self.max_steps = status.max_steps
         for record in new:
+            self.last_step = record.step
             self._print(step_line(record, self.max_steps))
             self.step_started = time.monotonic()
             self.last_tool = record.tool_calls[-1].name if record.tool_calls else ""
@@ -119,9 +122,11 @@ class AgentProgress:
                 self._print(f"? waiting for an answer to question {question.id} of {self.handle.id}: {question.text}")
 
     def finish(self, result: AgentRunResult) -> None:
-        for record in result.steps[self.printed :]:
-            self._print(step_line(record, self.max_steps or result.steps_taken))
-        self.printed = len(result.steps)
+        # By step number: a long run's result leaves its oldest records out.
+        for record in result.steps:
+            if record.step > self.last_step:
+                self._print(step_line(record, self.max_steps or result.steps_taken))
+                self.last_step = record.step
 
     def clear_line(self) -> None:
         """Erase the progress line, on a terminal."""

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from datetime import datetime, timezone
-from typing import TextIO
+from datetime import datetime, timedelta, timezone
+from typing import Any, TextIO
 
 from temporalio.api.common.v1 import WorkflowExecution as ProtoWorkflowExecution
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
@@ -26,6 +26,8 @@ LIST_LIMIT = 20
 """Runs shown by --list, newest first."""
 TRANSCRIPT_OBSERVATION_LIMIT = 2000
 """Characters of each tool observation shown by --show."""
+QUERY_TIMEOUT = timedelta(seconds=10)
+"""How long a query waits for a worker to answer it."""
 
 
 class RunControlError(Exception):
@@ -39,6 +41,16 @@ async def describe(client: Client, run_id: str) -> WorkflowExecutionDescription:
         if e.status == RPCStatusCode.NOT_FOUND:
             raise RunControlError(f"no run with id {run_id!r}") from None
         raise
+
+
+async def query(handle: WorkflowHandle, name: Any, *args: Any, **options: Any) -> Any:
+    """The answer to a query; no worker to answer it is one line for the user."""
+    try:
+        return await handle.query(name, *args, rpc_timeout=QUERY_TIMEOUT, **options)
+    except RPCError as e:
+        raise RunControlError(
+            f"run {handle.id} did not answer ({e.message}); is a worker running? Start one with: python worker.py"
+        ) from None
 
 
 def is_flow(run: WorkflowExecution) -> bool:
@@ -73,13 +85,13 @@ async def question_target(client: Client, run_id: str) -> tuple[WorkflowHandle, 
     if not is_running(description):
         raise RunControlError(f"run {run_id} has ended ({description.status.name}); nothing to answer")
     if is_flow(description):
-        plan: Plan = await client.get_workflow_handle(run_id).query("plan", result_type=Plan)
+        plan: Plan = await query(client.get_workflow_handle(run_id), "plan", result_type=Plan)
         working = [s.run_id for s in plan.steps if s.status == StepStatus.IN_PROGRESS and s.run_id]
         if not working:
             raise RunControlError(f"flow {run_id} has no step running, so no question is waiting")
         run_id = working[0]
     handle = client.get_workflow_handle_for(AgentWorkflow.run, run_id)
-    question = await handle.query(AgentWorkflow.pending_question)
+    question = await query(handle, AgentWorkflow.pending_question)
     if question is None:
         raise RunControlError(f"run {run_id} has no question waiting for an answer")
     return handle, question
@@ -172,10 +184,13 @@ def transcript(records: list[StepRecord]) -> str:
 
 async def records_of(client: Client, run_id: str) -> list[StepRecord]:
     description = await describe(client, run_id)
-    if is_running(description):
-        return await client.get_workflow_handle_for(AgentWorkflow.run, run_id).query(AgentWorkflow.steps, 0)
-    result = await finished_result(client, run_id, description)
-    return result.steps
+    if not is_running(description):
+        return (await finished_result(client, run_id, description)).steps
+    handle = client.get_workflow_handle_for(AgentWorkflow.run, run_id)
+    records: list[StepRecord] = []
+    while page := await query(handle, AgentWorkflow.steps, len(records)):  # one page per answer
+        records.extend(page)
+    return records
 
 
 async def finished_result(client: Client, run_id: str, description: WorkflowExecutionDescription | None = None):
@@ -193,7 +208,7 @@ async def show(client: Client, run_id: str, out: TextIO) -> None:
     description = await describe(client, run_id)
     if is_flow(description):
         plan: Plan = (
-            await client.get_workflow_handle(run_id).query("plan", result_type=Plan)
+            await query(client.get_workflow_handle(run_id), "plan", result_type=Plan)
             if is_running(description)
             else (await finished_result(client, run_id, description)).plan
         )

@@ -8,7 +8,6 @@ state live here and are rebuilt by replay after a crash.
 from __future__ import annotations
 
 import asyncio
-import json
 from datetime import timedelta
 
 from temporalio import workflow
@@ -16,17 +15,20 @@ from temporalio.workflow import ActivityCancellationType
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.llm import THINK_OPTIONS, TOKEN_LIMIT_ERROR
+    from activities.llm import REPLY_TOO_LARGE_ERROR, THINK_OPTIONS, TOKEN_LIMIT_ERROR
     from activities.tools import ask_human, planning, terminate
     from activities.tools.registry import TOOLS, activity_summary, schemas
     from activities.workspace import PREPARE_WORKSPACE_OPTIONS, workspace_name_for
     from agent_model.llm_io import ThinkResponse
     from agent_model.memory import Memory
     from agent_model.messages import Message, ToolCall, ToolChoice, tool_message, user_message
+    from agent_model.payload import DETAILS_LIMIT, clip, fit, newest_within
     from agent_model.plan import PlanBook, PlanningError, run_command
     from agent_model.profiles import AgentProfile, UnknownAgent, get_profile
     from agent_model.prompting import fill
     from agent_model.run import (
+        NOTE_LIMIT,
+        OBSERVATION_LIMIT,
         AgentRunInput,
         AgentRunResult,
         AgentStatus,
@@ -34,12 +36,13 @@ with workflow.unsafe.imports_passed_through():
         HumanQuestion,
         StepRecord,
         ToolCallRecord,
-        clip,
-        fit_records,
+        fit_result,
+        records_page,
     )
     from agent_model.state import AgentState, StopReason
     from agent_model.stuck import is_stuck, reply_signature
     from agent_model.think_context import CONTEXT_MISSING_ERROR, ContextSync
+    from agent_model.tool_arguments import parse_arguments
     from agent_model.tool_io import ToolRequest, ToolResult
     from agent_model.usage import TokenUsage
     from prompts import agent_notes
@@ -133,21 +136,24 @@ class AgentWorkflow:
 
     def _finish(self, state: AgentState, reason: StopReason, note: str | None) -> AgentRunResult:
         self.state = state
+        note = clip(note, NOTE_LIMIT) if note else note
         if self.final_answer is None and reason.succeeded:
             self.final_answer = self._last_assistant_text()
         if note and self.records:
             self.records[-1].note = note
         self._publish_details(note)
-        return AgentRunResult(
-            agent=self.profile.name if self.profile else self.input.agent,
-            state=state,
-            stop_reason=reason,
-            final_answer=self.final_answer,
-            note=note,
-            steps_taken=self.step,
-            steps=fit_records(self.records),
-            usage=self.usage,
-            directory=self.directory or None,
+        return fit_result(
+            AgentRunResult(
+                agent=self.profile.name if self.profile else self.input.agent,
+                state=state,
+                stop_reason=reason,
+                final_answer=self.final_answer,
+                note=note,
+                steps_taken=self.step,
+                steps=self.records,
+                usage=self.usage,
+                directory=self.directory or None,
+            )
         )
 
     # ---- one step: think, then act -------------------------------------------
@@ -205,7 +211,7 @@ class AgentWorkflow:
                     observation, error, image, ended = f"The run ends ({end.reason.value}).", False, None, end
                 if image:
                     images.append(image)
-            observation = clip(observation, profile.max_observe)
+            observation = clip(observation, min(profile.max_observe or OBSERVATION_LIMIT, OBSERVATION_LIMIT))
             record.tool_calls.append(
                 ToolCallRecord(
                     id=call.id,
@@ -253,6 +259,10 @@ class AgentWorkflow:
                     raise _RunEnded(
                         StopReason.TOKEN_LIMIT, fill(agent_notes.TOKEN_LIMIT_NOTE, detail=cause.message)
                     ) from None
+                if isinstance(cause, ApplicationError) and cause.type == REPLY_TOO_LARGE_ERROR:
+                    raise _RunEnded(
+                        StopReason.REPLY_TOO_LARGE, fill(agent_notes.REPLY_TOO_LARGE_NOTE, detail=cause.message)
+                    ) from None
                 raise
         self.context.confirm(request)
         self.usage = self.usage + response.usage
@@ -280,12 +290,9 @@ class AgentWorkflow:
         if name not in profile.tools or name not in TOOLS:
             available = ", ".join(profile.tools)
             return f"Error: unknown tool '{name}'. Available tools: {available}.", True, None
-        try:
-            arguments = json.loads(call.function.arguments or "{}")
-        except json.JSONDecodeError as e:
-            return f"Error: the arguments of {name} are not valid JSON ({e.msg} at position {e.pos}).", True, None
-        if not isinstance(arguments, dict):
-            return f"Error: the arguments of {name} must be a JSON object.", True, None
+        arguments, error = parse_arguments(name, call.function.arguments)
+        if arguments is None:
+            return error, True, None
 
         if name == terminate.NAME:
             status = str(arguments.get("status", "success"))
@@ -377,7 +384,7 @@ class AgentWorkflow:
             lines.append(f"**waiting for the user** (question {self.pending.id}): {self.pending.text}")
         if note:
             lines.append(f"**note** {note}")
-        workflow.set_current_details("  \n".join(lines))
+        workflow.set_current_details(clip("  \n".join(lines), DETAILS_LIMIT))
         search_attributes.upsert(self.state.value, self.step, self._agent_step_interval())
 
     @staticmethod
@@ -404,15 +411,18 @@ class AgentWorkflow:
 
     @workflow.query
     def steps(self, since: int = 0) -> list[StepRecord]:
-        return self.records[since:]
+        """Records from index `since` on, as many as fit in one answer: ask
+        again from `since + len(answer)` for the rest."""
+        return records_page(self.records, since)
 
     @workflow.query
     def memory_messages(self) -> list[Message]:
-        return self.memory.messages
+        """The newest messages of the window that fit in one answer."""
+        return newest_within(self.memory.messages)
 
     @workflow.query
     def plan_book(self) -> PlanBook:
-        return self.plans
+        return fit(self.plans)
 
     @workflow.query
     def pending_question(self) -> HumanQuestion | None:

@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from agent_model.llm_io import ThinkRequest, ThinkResponse
     from agent_model.messages import ToolChoice, user_message
+    from agent_model.payload import DETAILS_LIMIT, clip, fit
     from agent_model.plan import (
         Plan,
         StepStatus,
@@ -44,11 +45,17 @@ with workflow.unsafe.imports_passed_through():
 
 NOTE_LIMIT = 500
 """Characters of a child's answer kept in its step's notes."""
+ANSWER_LIMIT = 8000
+"""Characters of a child's answer kept in its step's outcome (and sent to the summary)."""
 
 
 class _FlowEnded(Exception):
     def __init__(self, outcome: FlowOutcome, note: str) -> None:
         self.outcome, self.note = outcome, note
+
+
+class _ThinkFailed(Exception):
+    """A think of the flow's own failed or had no time left; the message says why."""
 
 
 @workflow.defn
@@ -127,13 +134,14 @@ class PlanningFlowWorkflow:
         except ChildWorkflowError as e:
             if is_cancellation(e):
                 raise asyncio.CancelledError() from None
-            step.status, step.notes = StepStatus.BLOCKED, f"the step's run failed: {root_message(e)}"
+            step.status, step.notes = StepStatus.BLOCKED, clip(f"the step's run failed: {root_message(e)}", NOTE_LIMIT)
         else:
             if workflow.cancellation_reason() is not None:
                 # The child finished because the flow's cancellation reached it.
                 raise asyncio.CancelledError()
             self.usage = self.usage + result.usage
-            outcome.state, outcome.answer = result.state, result.final_answer
+            outcome.state = result.state
+            outcome.answer = clip(result.final_answer, ANSWER_LIMIT) if result.final_answer else result.final_answer
             if result.succeeded:
                 step.status = StepStatus.COMPLETED
                 step.notes = (result.final_answer or "done")[:NOTE_LIMIT]
@@ -153,11 +161,12 @@ class PlanningFlowWorkflow:
         if len(self.input.agents) > 1:
             agents = "\n".join(f"- {a}: {get_profile(a).description}" for a in self.input.agents)
             system += fill(prompts.PLAN_AGENTS_SECTION, agents=agents, example_agent=self.input.agents[0])
-        response = await self._think(
-            "make the plan", system, fill(prompts.PLAN_REQUEST, task=self.input.task), with_planning_tool=True
-        )
-        if response is None:
-            raise _FlowEnded(FlowOutcome.ERROR, "the planner's LLM call failed")
+        try:
+            response = await self._think(
+                "make the plan", system, fill(prompts.PLAN_REQUEST, task=self.input.task), with_planning_tool=True
+            )
+        except _ThinkFailed as e:
+            raise _FlowEnded(FlowOutcome.ERROR, f"the planner's LLM call failed: {e}") from None
         plan, problem = plan_from_reply(self.plan.plan_id, self.input.task, self._calls(response))
         self.plan = plan or default_plan(self.plan.plan_id, self.input.task, problem)
         self._publish()
@@ -171,8 +180,11 @@ class PlanningFlowWorkflow:
             step_number=blocked_index + 1,
             reason=reason,
         )
-        response = await self._think(f"replan after step {blocked_index + 1}", prompts.REPLAN_SYSTEM_PROMPT, request, with_planning_tool=True)
-        if response is None:
+        try:
+            response = await self._think(
+                f"replan after step {blocked_index + 1}", prompts.REPLAN_SYSTEM_PROMPT, request, with_planning_tool=True
+            )
+        except _ThinkFailed:
             return False
         steps, problem = revised_steps(self.plan, blocked_index, self._calls(response))
         if steps is None:
@@ -189,29 +201,36 @@ class PlanningFlowWorkflow:
             f"- step {o.index + 1} ({o.executor}, {o.status.value}): {o.answer or o.reason or ''}" for o in self.outcomes
         ) or "- (no step ran)"
         request = fill(prompts.FINALIZE_REQUEST, plan_status=self.plan.render(), step_answers=answers)
-        response = await self._think("summarise", prompts.FINALIZE_SYSTEM_PROMPT, request, with_planning_tool=False, reserve=False)
-        self.summary = response.message.content if response is not None else None
+        try:
+            response = await self._think(
+                "summarise", prompts.FINALIZE_SYSTEM_PROMPT, request, with_planning_tool=False, reserve=False
+            )
+            self.summary = response.message.content
+        except _ThinkFailed:
+            self.summary = None
         if not self.summary:
             self.summary = f"{self.plan.render()}\n\nStep results:\n{answers}"
 
     async def _think(
         self, what: str, system: str, request: str, *, with_planning_tool: bool, reserve: bool = True
-    ) -> ThinkResponse | None:
-        """One think activity within the time left; None if it failed."""
+    ) -> ThinkResponse:
+        """One think activity within the time left; raises _ThinkFailed."""
         budget = self._time_left(reserve=reserve)
         if budget <= timedelta(0):
-            return None
+            raise _ThinkFailed("no time was left")
         options = dict(THINK_OPTIONS)
         options["schedule_to_close_timeout"] = budget
         try:
             response = await workflow.execute_activity(
                 "think",
-                ThinkRequest(
-                    llm=self.input.llm,
-                    system_prompt=system,
-                    messages=[user_message(request)],
-                    tools=[planning_tool.SCHEMA] if with_planning_tool else None,
-                    tool_choice=ToolChoice.REQUIRED if with_planning_tool else ToolChoice.NONE,
+                fit(
+                    ThinkRequest(
+                        llm=self.input.llm,
+                        system_prompt=system,
+                        messages=[user_message(request)],
+                        tools=[planning_tool.SCHEMA] if with_planning_tool else None,
+                        tool_choice=ToolChoice.REQUIRED if with_planning_tool else ToolChoice.NONE,
+                    )
                 ),
                 result_type=ThinkResponse,
                 summary=f"think · planning flow: {what}",
@@ -221,7 +240,7 @@ class PlanningFlowWorkflow:
             if is_cancellation(e):
                 raise asyncio.CancelledError() from None
             workflow.logger.warning("planning flow: %s failed: %s", what, root_message(e))
-            return None
+            raise _ThinkFailed(clip(root_message(e), NOTE_LIMIT)) from None
         self.usage = self.usage + response.usage
         return response
 
@@ -244,14 +263,16 @@ class PlanningFlowWorkflow:
             outcome, AgentState.FINISHED
         ).value
         self._publish(note, state)
-        return PlanningFlowResult(
-            outcome=outcome,
-            plan=self.plan,
-            steps=self.outcomes,
-            summary=self.summary,
-            note=note,
-            replans=self.replans,
-            usage=self.usage,
+        return fit(
+            PlanningFlowResult(
+                outcome=outcome,
+                plan=self.plan,
+                steps=self.outcomes,
+                summary=self.summary,
+                note=note,
+                replans=self.replans,
+                usage=self.usage,
+            )
         )
 
     def _publish(self, note: str | None = None, state: str = AgentState.RUNNING.value) -> None:
@@ -262,13 +283,13 @@ class PlanningFlowWorkflow:
         if note:
             lines.append(f"**note** {note}")
         lines.append(f"```\n{self.plan.render()}\n```")
-        workflow.set_current_details("\n\n".join(lines))
+        workflow.set_current_details(clip("\n\n".join(lines), DETAILS_LIMIT))
         search_attributes.upsert(state, sum(1 for s in self.plan.steps if s.finished))
 
     @workflow.query(name="plan")
     def plan_query(self) -> Plan:
-        return self.plan
+        return fit(self.plan)
 
     @workflow.query
     def step_outcomes(self) -> list[StepOutcome]:
-        return self.outcomes
+        return fit(self.outcomes)
