@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
+from pathlib import Path
+from urllib.parse import urlsplit
 from datetime import timedelta
 from typing import Any
 
@@ -12,6 +15,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.llm import LLMActivities
+from activities.redaction import RedactingInterceptor
 from activities.token_count import encoding_for
 from activities.tools.bash import Bash
 from activities.tools.python_execute import PythonExecute
@@ -35,9 +39,32 @@ GRACEFUL_SHUTDOWN = timedelta(seconds=5)
 (and then retried by another worker)."""
 
 
+SECRET_FILE_VARIABLES = ("TEMPORAL_TLS_CLIENT_KEY_PATH", "TEMPORAL_TLS_CLIENT_CERT_PATH", "TEMPORAL_CONFIG_FILE")
+"""Files that may hold credentials besides the config file (temporalio.envconfig)."""
+
+
 def tool_sandbox(settings: Settings) -> ToolSandbox:
     hidden = [p for p in (settings.config_file, DEFAULT_CONFIG_PATH) if p is not None]
-    return ToolSandbox.detect(settings.tool_sandbox, settings.workspace_root, hidden)
+    hidden += [Path(os.environ[name]) for name in SECRET_FILE_VARIABLES if os.environ.get(name)]
+    return ToolSandbox.detect(
+        settings.tool_sandbox,
+        settings.workspace_root,
+        hidden,
+        network=settings.tool_network,
+        egress_allow=settings.tool_egress_allow,
+        egress_deny=control_plane_hosts(settings),
+        tool_user=settings.tool_user,
+        memory_bytes=settings.tool_memory_mb * 1024**2,
+    )
+
+
+def control_plane_hosts(settings: Settings) -> list[str]:
+    """Hosts that tool code must not reach even through the egress proxy: every
+    LLM endpoint and the Temporal frontend (when they are public addresses)."""
+    hosts = {urlsplit(llm.base_url).hostname for llm in settings.llm.values()}
+    temporal = os.environ.get("TEMPORAL_ADDRESS", "")
+    hosts.add(urlsplit(f"//{temporal}").hostname if temporal else None)
+    return sorted(h for h in hosts if h)
 
 
 def activities_for(settings: Settings, sandbox: ToolSandbox | None = None) -> list[Any]:
@@ -59,7 +86,7 @@ def check_worker_settings(settings: Settings) -> ToolSandbox:
     for llm in settings.llm.values():
         encoding_for(llm.model)
     sandbox = tool_sandbox(settings)
-    (log.info if sandbox.bwrap else log.warning)(sandbox.describe())
+    (log.info if sandbox.mode == "bwrap" else log.warning)(sandbox.describe())
     if not settings.workflow_sandbox:
         log.warning("workflow sandbox: OFF ([worker] workflow_sandbox = false); determinism is not checked at run time")
     return sandbox
@@ -92,6 +119,7 @@ def workflow_runner(settings: Settings) -> WorkflowRunner:
 
 def build_worker(client: Client, settings: Settings, sandbox: ToolSandbox | None = None, **options: Any) -> Worker:
     options.setdefault("graceful_shutdown_timeout", GRACEFUL_SHUTDOWN)
+    options["interceptors"] = [*options.get("interceptors", ()), RedactingInterceptor.for_worker(settings, client)]
     return Worker(
         client,
         task_queue=settings.task_queue,
