@@ -28,6 +28,7 @@ import uuid
 from datetime import timedelta
 
 from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
 
 from agent_model.profiles import BUILTIN_PROFILES, UnknownAgent, get_profile
 from activities.token_count import count_prompt_tokens
@@ -98,7 +99,26 @@ def command_of(args: argparse.Namespace) -> str:
     return "run"
 
 
+ARGUMENT_NAMES = {"task": "the task", "run_id": "--id"}
+"""How an argument is named in messages, where its option name is not its dest."""
+
+
+def not_utf8(args: argparse.Namespace) -> str | None:
+    """The first argument that is not valid UTF-8 (it cannot be sent to Temporal), named."""
+    for name, value in vars(args).items():
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str) and not text.isascii():
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
+                    return ARGUMENT_NAMES.get(name, f"--{name.replace('_', '-')}")
+    return None
+
+
 def validate(args: argparse.Namespace) -> None:
+    bad = not_utf8(args)
+    if bad is not None:
+        raise UsageError(f"{bad} is not valid UTF-8 text")
     command = command_of(args)
     if command == "rewind" and args.to_step is None:
         raise UsageError("--rewind needs --to-step N")
@@ -241,6 +261,7 @@ async def main_async(args: argparse.Namespace, out=sys.stdout) -> int:
     )
     worker = contextlib.nullcontext()
     if needs_worker:  # checked before anything starts: nothing is left half-begun
+        settings.require_workspace_root()
         worker = build_worker(client, settings, check_worker_settings(settings))
         harden_worker_process()
 
@@ -280,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
         UsageError, UnknownAgent, ConfigError, TemporalUnreachable, FileNotFoundError, RunControlError, SandboxUnavailable
     ) as e:
         print(f"starter: {e}", file=sys.stderr)
+        return 2
+    except RPCError as e:
+        print(f"starter: Temporal refused the request: {e.message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         target = args.run_id or args.attach or "<run id>"

@@ -33,6 +33,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 async def run_worker(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
+    settings.require_workspace_root()
     sandbox = check_worker_settings(settings)
     harden_worker_process()
     client = await connect(wait_seconds=args.connect_timeout)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG_PATH = REPO_DIR / "config" / "config.toml"
@@ -34,12 +34,13 @@ class LLMSettings(BaseModel):
     api_key: SecretStr | None = None
     api_type: Literal["openai", "azure"] = "openai"
     api_version: str | None = None
-    max_tokens: int = 4096
+    max_tokens: int = Field(4096, gt=0)
     """Completion tokens per call (OpenManus default)."""
-    temperature: float = 0.0
-    max_input_tokens: int | None = None
+    temperature: float = Field(0.0, ge=0, le=2, allow_inf_nan=False)
+    """0 to 2, the API's range."""
+    max_input_tokens: int | None = Field(None, gt=0)
     """Largest prompt (in tokens) one request may send; None = no check."""
-    request_timeout: float = 300.0
+    request_timeout: float = Field(300.0, gt=0, allow_inf_nan=False)
     """Seconds one HTTP call may take; the activity's start_to_close is larger."""
 
 
@@ -50,7 +51,19 @@ class Settings(BaseModel):
     task_queue: str = DEFAULT_TASK_QUEUE
     tool_sandbox: Literal["auto", "bwrap", "none"] = "auto"
     """Confinement of python_execute/bash processes (activities/tools/sandbox.py):
-    auto = bubblewrap and a pids cgroup where the machine has them."""
+    auto = bubblewrap, or the tools are refused; bwrap = a worker without a
+    working bubblewrap does not start; none = no confinement (operator's choice)."""
+    tool_network: Literal["none", "internet"] = "none"
+    """What tool code may connect to: nothing, or public internet addresses
+    through the worker's egress proxy (never loopback, private or link-local)."""
+    tool_egress_allow: tuple[str, ...] = ()
+    """Networks (CIDR) or host names the egress proxy lets through although
+    they are not public, e.g. a package mirror on the LAN."""
+    tool_user: int = 65534
+    """uid (and gid) that tool processes run as when the worker runs as root."""
+    tool_memory_mb: int = 2048
+    """Memory of one tool call, all its processes together (cgroup), and of
+    each process (RLIMIT_AS)."""
     workflow_sandbox: bool = True
     """Run workflow code in Temporal's sandbox, which rejects non-deterministic
     calls (clocks, I/O, randomness) as they happen. Off saves ~3 ms of worker
@@ -71,6 +84,20 @@ class Settings(BaseModel):
     def config_file(self) -> Path | None:
         """The config file read, if any (it may hold keys: tools must not see it)."""
         return None if self.source == "environment" else Path(self.source)
+
+    def require_workspace_root(self) -> None:
+        """Create the workspace root if it is missing; refuse one that is not a
+        writable directory."""
+        root = self.workspace_root
+        where = f"{self.source}: workspace root {root} (WORKSPACE_ROOT or [workspace] root)"
+        try:
+            if root.exists() and not root.is_dir():
+                raise ConfigError(f"{where} is not a directory")
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"{where} cannot be created: {e.strerror or e}") from None
+        if not os.access(root, os.W_OK | os.X_OK):
+            raise ConfigError(f"{where} is not writable")
 
     def require_api_keys(self) -> None:
         for name, llm in self.llm.items():
@@ -153,11 +180,24 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         root = REPO_DIR / root
 
     tools = data.get("tools", {})
-    if not isinstance(tools, Mapping) or set(tools) - {"sandbox"}:
-        raise ConfigError(f"{source}: [tools] accepts only the field sandbox")
+    tool_fields = {"sandbox", "network", "egress_allow", "user", "memory_mb"}
+    if not isinstance(tools, Mapping) or set(tools) - tool_fields:
+        raise ConfigError(f"{source}: [tools] accepts only the fields {', '.join(sorted(tool_fields))}")
     sandbox = env.get("DURABLE_MANUS_TOOL_SANDBOX") or tools.get("sandbox", "auto")
     if sandbox not in ("auto", "bwrap", "none"):
         raise ConfigError(f"{source}: [tools] sandbox must be \"auto\", \"bwrap\" or \"none\", not {sandbox!r}")
+    network = env.get("DURABLE_MANUS_TOOL_NETWORK") or tools.get("network", "none")
+    if network not in ("none", "internet"):
+        raise ConfigError(f"{source}: [tools] network must be \"none\" or \"internet\", not {network!r}")
+    egress_allow = tools.get("egress_allow", [])
+    if not isinstance(egress_allow, list) or not all(isinstance(a, str) and a for a in egress_allow):
+        raise ConfigError(f"{source}: [tools] egress_allow must be a list of networks or host names")
+    tool_user = tools.get("user", 65534)
+    if not isinstance(tool_user, int) or isinstance(tool_user, bool) or not 0 < tool_user < 2**31:
+        raise ConfigError(f"{source}: [tools] user must be a uid above 0, not {tool_user!r}")
+    memory_mb = tools.get("memory_mb", 2048)
+    if not isinstance(memory_mb, int) or isinstance(memory_mb, bool) or memory_mb < 64:
+        raise ConfigError(f"{source}: [tools] memory_mb must be an integer of at least 64, not {memory_mb!r}")
 
     worker = data.get("worker", {})
     if not isinstance(worker, Mapping) or set(worker) - {"workflow_sandbox"}:
@@ -175,6 +215,10 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         workspace_root=root,
         task_queue=env.get("TEMPORAL_TASK_QUEUE") or DEFAULT_TASK_QUEUE,
         tool_sandbox=sandbox,
+        tool_network=network,
+        tool_egress_allow=tuple(egress_allow),
+        tool_user=tool_user,
+        tool_memory_mb=memory_mb,
         workflow_sandbox=workflow_sandbox,
         source=source,
     )

@@ -101,3 +101,40 @@ def test_bad_workflow_sandbox_values(tmp_path, text, env, message):
     with pytest.raises(ConfigError) as err:
         load_settings(write(tmp_path, text), env=env)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        ("[llm]\nrequest_timeout = 0\n", "[llm] request_timeout: Input should be greater than 0"),
+        ("[llm]\nrequest_timeout = -5.0\n", "[llm] request_timeout"),
+        ("[llm]\nmax_tokens = 0\n", "[llm] max_tokens: Input should be greater than 0"),
+        ("[llm]\nmax_input_tokens = -1\n", "[llm] max_input_tokens"),
+        ("[llm]\ntemperature = 2.5\n", "[llm] temperature: Input should be less than or equal to 2"),
+        ("[llm]\ntemperature = -0.1\n", "[llm] temperature: Input should be greater than or equal to 0"),
+        ("[llm]\ntemperature = nan\n", "[llm] temperature"),
+        ("[llm.fast]\nmax_tokens = -3\n", "[llm.fast] max_tokens"),
+    ],
+)
+def test_llm_numbers_out_of_range_are_refused_naming_the_field(tmp_path, text, field):
+    with pytest.raises(ConfigError) as err:
+        load_settings(write(tmp_path, text), env={})
+    assert f"config.toml: {field}" in str(err.value) and "\n" not in str(err.value)
+    bounds = "[llm]\nrequest_timeout = 0.5\nmax_tokens = 1\nmax_input_tokens = 1\ntemperature = 2\n"
+    assert load_settings(write(tmp_path, bounds), env={}).llm["default"].temperature == 2
+
+
+def test_a_workspace_root_that_is_a_file_or_under_one_is_refused(tmp_path):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for root, problem in ((a_file, "is not a directory"), (a_file / "below", "cannot be created: Not a directory")):
+        settings = load_settings(env={"WORKSPACE_ROOT": str(root), "DURABLE_MANUS_CONFIG": ""})
+        with pytest.raises(ConfigError) as err:
+            settings.require_workspace_root()
+        assert f"workspace root {root} (WORKSPACE_ROOT or [workspace] root) {problem}" in str(err.value)
+
+
+def test_a_missing_workspace_root_is_created(tmp_path):
+    root = tmp_path / "new" / "root"
+    load_settings(env={"WORKSPACE_ROOT": str(root), "DURABLE_MANUS_CONFIG": ""}).require_workspace_root()
+    assert root.is_dir()
