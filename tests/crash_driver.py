@@ -73,7 +73,7 @@ from temporalio.client import Client
 from agent_model.flow import FlowOutcome, PlanningFlowInput, PlanningFlowResult
 from agent_model.run import AgentRunInput, AgentRunResult
 from agent_model.state import AgentState, StopReason
-from activities.tools.sandbox import CGROUP_PARENT, V1_PIDS_ROOT, V2_ROOT
+from activities.tools.call_cgroup import CGROUP_ROOT, PARENT_NAME
 from activities.workspace import workspace_name_for
 from prompts import planning as planning_prompts
 from tests.e2e_support import Child, child_env, pid_alive, start_worker, wait_until
@@ -386,7 +386,7 @@ def kill_processes_under(root: Path) -> None:
 
 
 def tool_cgroups(pids: list[int]) -> set[Path]:
-    """The per-call pids cgroups (activities/tools/sandbox.py) these processes are in."""
+    """The per-call pids cgroups (activities/tools/call_cgroup.py) these processes are in."""
     found = set()
     for pid in pids:
         try:
@@ -395,12 +395,12 @@ def tool_cgroups(pids: list[int]) -> set[Path]:
             continue
         for line in lines:
             _, controllers, path = line.split(":", 2)
-            if f"/{CGROUP_PARENT}/" not in path:
+            if f"/{PARENT_NAME}/" not in path:
                 continue
             if "pids" in controllers.split(","):
-                found.add(V1_PIDS_ROOT / path.lstrip("/"))
+                found.add(CGROUP_ROOT / "pids" / path.lstrip("/"))
             elif controllers == "":
-                found.add(V2_ROOT / path.lstrip("/"))
+                found.add(CGROUP_ROOT / path.lstrip("/"))
     return found
 
 

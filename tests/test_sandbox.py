@@ -435,3 +435,12 @@ def test_an_interpreter_under_tmp_stays_visible(tmp_path, monkeypatch):
     tmpfs = argv.index("/tmp")
     bound = [argv[i + 1] for i, a in enumerate(argv) if a == "--ro-bind" and i > tmpfs]
     assert str(fake_venv.resolve()) in bound
+
+
+async def test_secret_files_inside_the_visible_system_are_blanked(tmp_path):
+    """A config or TLS key kept under /etc (visible to tools) reads as empty."""
+    root = tmp_path / "root"
+    sandbox = ToolSandbox.detect("auto", root, hidden_files=[Path("/etc/hostname")])
+    require(sandbox.mode == "bwrap", "bubblewrap")
+    out = await python(Workspace(root), sandbox, "print(repr(open('/etc/hostname').read()))")
+    assert out.strip() == "''"

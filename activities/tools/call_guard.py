@@ -10,7 +10,9 @@ while this attempt's processes would still run. The guard
   waits for this attempt to end;
 - kills the call when the worker stops renewing its lease (a byte on a pipe,
   written with each heartbeat) for `--lease` seconds, which is shorter than
-  the activity's heartbeat timeout, and when the worker dies (end of pipe);
+  the activity's heartbeat timeout, and at once when the worker dies (the
+  pipe closes), all of the call's cgroup included; the command itself dies
+  with the guard (parent-death signal);
 - puts the command into the call's cgroup and applies the rlimits before exec.
 
 It exits with the command's status (death by a signal is passed on as the
@@ -19,12 +21,15 @@ same signal). Standard library only, so it starts in ~15 ms.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import resource
 import select
 import signal
 import sys
 import time
+
+_PR_SET_PDEATHSIG = 1
 
 RLIMITS = {
     "AS": resource.RLIMIT_AS,
@@ -60,10 +65,15 @@ def parse(argv: list[str]) -> tuple[dict, list[str]]:
 
 
 def start(command: list[str], cgroups: list[str], rlimits: list[tuple[int, int, int]]) -> int:
+    guard_pid = os.getpid()
     pid = os.fork()
     if pid:
         return pid
     try:
+        # The command dies with its guard, however the guard dies.
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != guard_pid:
+            os._exit(1)
         for procs in cgroups:  # join before exec, so nothing escapes the caps
             fd = os.open(procs, os.O_WRONLY)
             os.write(fd, b"%d" % os.getpid())

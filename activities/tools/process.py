@@ -286,24 +286,21 @@ def _child_setup(worker_pid: int):
     # unsafe with threads (the worker has some) because the child may need a
     # lock another thread held at fork time; this only calls prctl and getppid.
     def setup() -> None:
-        if _prctl is None:
-            return
-        # If the worker dies (SIGKILL included), the guard dies with it, and the
-        # sandbox with the guard.
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != worker_pid:  # the worker died before prctl took effect
+        # The guard outlives a dead worker just long enough to see its lease
+        # pipe close and kill the whole call (cgroup included), then exits.
+        if os.getppid() != worker_pid:  # the worker died before the guard started
             os._exit(1)
-        # No exec in the call may gain privileges (setuid binaries, file caps).
-        _prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        if _prctl is not None:
+            # No exec in the call may gain privileges (setuid binaries, file caps).
+            _prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
     return setup
 
 
-_PR_SET_PDEATHSIG = 1
 _PR_SET_NO_NEW_PRIVS = 38
 try:
     _prctl = ctypes.CDLL(None, use_errno=True).prctl
-except (OSError, AttributeError):  # not Linux: no parent-death signal
+except (OSError, AttributeError):  # not Linux
     _prctl = None
 
 
