@@ -437,10 +437,18 @@ def test_an_interpreter_under_tmp_stays_visible(tmp_path, monkeypatch):
     assert str(fake_venv.resolve()) in bound
 
 
-async def test_secret_files_inside_the_visible_system_are_blanked(tmp_path):
-    """A config or TLS key kept under /etc (visible to tools) reads as empty."""
+async def test_secret_files_inside_the_visible_system_are_hidden(tmp_path):
+    """A config or TLS key kept under /etc (visible to tools) cannot be read there."""
     root = tmp_path / "root"
-    sandbox = ToolSandbox.detect("auto", root, hidden_files=[Path("/etc/hostname")])
+    secret = Path("/etc/hostname")
+    sandbox = ToolSandbox.detect("auto", root, hidden_files=[secret])
     require(sandbox.mode == "bwrap", "bubblewrap")
-    out = await python(Workspace(root), sandbox, "print(repr(open('/etc/hostname').read()))")
-    assert out.strip() == "''"
+    out = await python(Workspace(root), sandbox, f"""
+try:
+    print("read", repr(open({str(secret)!r}).read()))
+except OSError as e:
+    print("refused", type(e).__name__)
+""")
+    assert out.strip() in ("read ''", "refused PermissionError"), out
+    visible = await python(Workspace(root), ToolSandbox.detect("auto", root), f"print(len(open({str(secret)!r}).read()))")
+    assert visible.strip() != "0", "the file must be readable when not hidden, or the test proves nothing"
