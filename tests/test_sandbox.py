@@ -9,6 +9,7 @@ they are skipped when the machine cannot confine processes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.server
 import os
 import signal
@@ -452,3 +453,35 @@ except OSError as e:
     assert out.strip() in ("read ''", "refused PermissionError"), out
     visible = await python(Workspace(root), ToolSandbox.detect("auto", root), f"print(len(open({str(secret)!r}).read()))")
     assert visible.strip() != "0", "the file must be readable when not hidden, or the test proves nothing"
+
+
+def test_workers_on_one_machine_keep_out_of_each_others_cgroups(tmp_path):
+    """Another worker's live calls are neither counted nor swept by this one;
+    a dead worker's leftovers are swept."""
+    from activities.tools.call_cgroup import CallCgroups
+
+    mine = CallCgroups.detect(memory_bytes=512 * 1024**2, max_pids=64)
+    require(mine is not None and "pids" in mine.parents, "a writable pids cgroup")
+    tools_dir = mine.parents["pids"].parent
+    other = subprocess.Popen(["sleep", "30"])
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    live_call = tools_dir / f"worker-{other.pid}" / "call-live"
+    dead_call = tools_dir / f"worker-{dead.pid}" / "call-dead"
+    try:
+        for call in (live_call, dead_call):
+            call.mkdir(parents=True)
+        again = CallCgroups.detect(memory_bytes=512 * 1024**2, max_pids=64)
+        assert again.parents["pids"] == mine.parents["pids"]
+        assert live_call.exists(), "a live worker's call was swept"
+        assert not dead_call.parent.exists(), "a dead worker's leftovers stay"
+        with again.call() as group:
+            assert all(d.parent == mine.parents[c] for d, c in zip(group.dirs, again.parents))
+        assert list(mine.parents["pids"].glob("call-*")) == []
+    finally:
+        other.kill()
+        other.wait()
+        for call in (live_call, dead_call):
+            for d in (call, call.parent):
+                with contextlib.suppress(OSError):
+                    d.rmdir()
