@@ -28,8 +28,14 @@ from agent_model.usage import TokenUsage
 from agent_model.think_context import CONTEXT_MISSING_ERROR
 from config.settings import LLMSettings
 
-HEARTBEAT_INTERVAL = 2.0
-"""Seconds between heartbeats while waiting for the model."""
+HEARTBEAT_INTERVAL = 1.0
+"""Seconds between heartbeats while waiting for the model. A cancellation
+reaches the activity only in a heartbeat's response, so this (with the worker's
+max_heartbeat_throttle_interval of 1 s) bounds how long a cancelled run's call
+goes on."""
+ABANDON_WAIT = 1.0
+"""Seconds a cancelled think waits for its HTTP call to unwind (closing the
+connection) before it reports the cancellation."""
 RETRYABLE_STATUS = {408, 409, 429}
 """Plus every 5xx: timeouts, conflicts, rate limits and server errors pass."""
 REASONING_MODEL_PREFIXES = ("o1", "o3", "o4")
@@ -62,7 +68,7 @@ NON_RETRYABLE_ERRORS = [
 THINK_OPTIONS: dict[str, Any] = dict(
     # One model call may legitimately take minutes (long outputs, slow models).
     start_to_close_timeout=timedelta(minutes=10),
-    # Heartbeats every 2 s: a dead worker is noticed in seconds, not minutes.
+    # Heartbeats every second: a dead worker is noticed in seconds, not minutes.
     heartbeat_timeout=timedelta(seconds=10),
     retry_policy=RetryPolicy(
         # Rate limits and outages pass; OpenManus waited up to 60 s, 6 attempts.
@@ -249,8 +255,11 @@ class LLMActivities:
         except httpx2.TransportError as e:  # while reading the body, outside the SDK
             raise classify(as_sdk_error(e), settings.model) from None
         finally:
-            if not call.done():  # cancelled while waiting
+            if not call.done():  # cancelled while waiting: abandon the model's call
                 call.cancel()
+                # The endpoint sees the connection close before the run hears that
+                # the think is over.
+                await asyncio.wait({call}, timeout=ABANDON_WAIT)
 
         if not completion.choices:
             raise ApplicationError("LLM answered with no choices", type="LLMEmptyResponse")

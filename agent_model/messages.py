@@ -66,6 +66,12 @@ class Message(BaseModel):
         return out
 
 
+def is_empty_reply(message: Message) -> bool:
+    """A reply with neither text (beyond whitespace) nor a tool call: no answer
+    and no action."""
+    return not message.tool_calls and not (message.content or "").strip()
+
+
 def system_message(content: str) -> Message:
     return Message(role=Role.SYSTEM, content=content)
 

@@ -57,6 +57,9 @@ class AgentStatus(BaseModel):
     steps_recorded: int
     usage: TokenUsage
     pending_question: HumanQuestion | None = None
+    note: str | None = None
+    """Why the run ended, once it has; the only account of a cancelled run,
+    which ends without a result."""
 
 
 RESULT_TEXT_BUDGET = 256_000

@@ -21,6 +21,7 @@ class StopReason(str, Enum):
     TOKEN_LIMIT = "token_limit"
     REPLY_TOO_LARGE = "reply_too_large"  # the model's reply was over the think activity's size limit
     CONTENT_FILTERED = "content_filtered"  # the provider withheld the model's reply
+    EMPTY_REPLY = "empty_reply"  # the model replied with neither text nor a tool call, again after a reminder
     ERROR = "error"
     CANCELLED = "cancelled"
 

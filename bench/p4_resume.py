@@ -12,7 +12,7 @@ run's history (server timestamps) and the fake's log:
     kill -> think retried    SIGKILL to the retried think reaching the LLM
     new worker polling       new worker's Popen to its first poll seen by the server
 
-The think's heartbeat timeout is 10 s (heartbeats every 2 s) and its retry
+The think's heartbeat timeout is 10 s (heartbeats every second) and its retry
 policy waits 1 s before the second attempt, so ~10-12 s is expected. The kill
 comes right after the think's first heartbeat reached the server. The SDK
 sends the first heartbeat at once and then at most one every 0.8 x the

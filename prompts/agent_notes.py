@@ -25,3 +25,25 @@ CONTENT_FILTER_NOTE = (
     "Stopped: the provider's content filter withheld the model's reply "
     "(finish_reason=content_filter)."
 )
+
+EMPTY_REPLY_REMINDER = (
+    "Your last reply was empty: it had no text and no tool call. Continue with "
+    "the task: call one of your tools, or give your answer if you are done."
+)
+
+EMPTY_REPLY_STEP_NOTE = "empty reply (no text, no tool call); the model was reminded"
+
+EMPTY_REPLY_NOTE = (
+    "Stopped: the model replied with neither text nor a tool call, again after "
+    "a reminder (finish_reason={finish_reason})."
+)
+
+HUMAN_TIMEOUT_REASON = "no answer came within {seconds} seconds"
+
+CANCELLED_NOTE = "the run was cancelled"
+
+NOT_RUN_CANCELLED = "Not run: the run was cancelled."
+
+TOOL_CANCELLED_OBSERVATION = "Cancelled: the run was cancelled while {tool} ran; the call was stopped."
+
+HUMAN_CANCELLED_OBSERVATION = "Not answered: the run was cancelled while waiting for the user's answer."

@@ -119,6 +119,7 @@ def workflow_runner(settings: Settings) -> WorkflowRunner:
 
 def build_worker(client: Client, settings: Settings, sandbox: ToolSandbox | None = None, **options: Any) -> Worker:
     options.setdefault("graceful_shutdown_timeout", GRACEFUL_SHUTDOWN)
+    options.setdefault("max_heartbeat_throttle_interval", timedelta(seconds=1))
     options["interceptors"] = [*options.get("interceptors", ()), RedactingInterceptor.for_worker(settings, client)]
     return Worker(
         client,

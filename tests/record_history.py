@@ -1,20 +1,31 @@
-"""Record the committed replay history tests/histories/agent_run.json.
+"""Record the committed replay histories in tests/histories/.
 
-    python tests/record_history.py [--out PATH]
+    python tests/record_history.py [--scenario NAME] [--out PATH]
 
-Runs one manus run on a throw-away local dev server (the `temporal` CLI of
-this venv; nothing is downloaded) with an in-process worker and the fake LLM:
+Runs one scenario on a throw-away local dev server (the `temporal` CLI of
+this venv; nothing is downloaded) with an in-process worker and the fake LLM,
+and writes the run's event history as JSON. Scenarios:
 
-    turn 0  python_execute  print(6*7)
-    turn 1  ask_human       -> answered through the `answer` update
-    turn 2  terminate       with the final answer
+    answered (default, agent_run.json): a manus run
+        turn 0  python_execute  print(6*7)
+        turn 1  ask_human       -> answered through the `answer` update
+        turn 2  terminate       with the final answer
+    cancelled (agent_run_cancelled.json): a manus run cancelled while its
+        python_execute sleeps
+    empty-reply (agent_run_empty_reply.json): a manus run whose model replies
+        with neither text nor a tool call, twice
+    flow-cancelled (flow_cancelled.json): a PlanningFlow cancelled while its
+        first step's python_execute sleeps (the flow's history only)
 
-and writes the run's event history as JSON. Re-record it whenever a change
-to AgentWorkflow is *meant* to be incompatible with runs already in flight
-(and say so in the change); tests/test_replay.py fails until then.
+The scenarios other than `answered` are written the same way by the code of
+any version, so running this script from an older checkout records what that
+version did (the *_before_patch.json files, see tests/test_replay.py).
+Re-record agent_run.json whenever a change to AgentWorkflow is *meant* to be
+incompatible with runs already in flight (and say so in the change);
+tests/test_replay.py fails until then.
 
-tests/test_replay.py imports record_agent_run() to record the same scenario
-against the code under test.
+tests/test_replay.py imports record_agent_run() to record the `answered`
+scenario against the code under test.
 """
 
 from __future__ import annotations
@@ -32,18 +43,20 @@ REPO_DIR = Path(__file__).resolve().parent.parent
 if str(REPO_DIR) not in sys.path:  # run as a script: tests/ is sys.path[0]
     sys.path.insert(0, str(REPO_DIR))
 
-from temporalio.client import Client, WorkflowHandle, WorkflowHistory  # noqa: E402
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowHistory  # noqa: E402
 from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 from temporalio.service import RPCError  # noqa: E402
 from temporalio.testing import WorkflowEnvironment  # noqa: E402
 from temporalio.worker import Replayer  # noqa: E402
 
+from agent_model.flow import PlanningFlowInput  # noqa: E402
 from agent_model.run import AgentRunInput, AgentRunResult, AgentStatus, HumanAnswer, HumanQuestion  # noqa: E402
 from agent_model.state import AgentState, StopReason  # noqa: E402
 from config.settings import LLMSettings, Settings  # noqa: E402
 from runtime.worker_factory import WORKFLOWS, build_worker, sandboxed_runner  # noqa: E402
 from tests.fake_openai import FakeOpenAI, Reply, call  # noqa: E402
 from workflows.agent import AgentWorkflow  # noqa: E402
+from workflows.planning import PlanningFlowWorkflow  # noqa: E402
 
 HISTORY_PATH = Path(__file__).resolve().parent / "histories" / "agent_run.json"
 HISTORY_WORKFLOW_ID = "agent-run-history"
@@ -88,6 +101,20 @@ async def _pending_question(handle: WorkflowHandle, timeout: float) -> HumanQues
     raise TimeoutError(f"no question from run {handle.id} within {timeout} s")
 
 
+def recording_settings(fake: FakeOpenAI, workspace_root: Path, **extra) -> Settings:
+    return Settings(
+        llm={"default": LLMSettings(model="gpt-4o", base_url=fake.base_url, api_key="test-key")},
+        workspace_root=workspace_root,
+        task_queue=f"record-{uuid.uuid4().hex[:8]}",
+        **extra,
+    )
+
+
+def unconfined_settings(fake: FakeOpenAI, scratch: Path) -> Settings:
+    # The sleeping tool reports its start through a file outside its run directory.
+    return recording_settings(fake, scratch / "workspace", tool_sandbox="none")
+
+
 async def record_agent_run(
     client: Client,
     fake: FakeOpenAI,
@@ -99,11 +126,7 @@ async def record_agent_run(
     result and the run's full history. Raises AssertionError if the run did
     not go as scripted (a history of a broken run would prove little)."""
     fake.turns = script()
-    settings = Settings(
-        llm={"default": LLMSettings(model="gpt-4o", base_url=fake.base_url, api_key="test-key")},
-        workspace_root=workspace_root,
-        task_queue=f"record-{uuid.uuid4().hex[:8]}",
-    )
+    settings = recording_settings(fake, workspace_root)
     workflow_id = workflow_id or f"agent-run-{uuid.uuid4().hex[:8]}"
     async with build_worker(client, settings, identity=IDENTITY):
         handle = await client.start_workflow(
@@ -125,12 +148,111 @@ async def record_agent_run(
     return result, await handle.fetch_history()
 
 
+def sleeping_code(started: Path) -> str:
+    return f"import time\nopen({str(started)!r}, 'w').write('started')\ntime.sleep(60)"
+
+
+async def _closed(handle: WorkflowHandle, started: Path, timeout: float) -> None:
+    """Cancel the run once its tool has started; wait until it has closed,
+    however this version ends a cancelled run."""
+    deadline = time.monotonic() + timeout
+    while not started.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the tool of {handle.id} did not start within {timeout} s")
+        await asyncio.sleep(0.05)
+    await handle.cancel()
+    try:
+        await asyncio.wait_for(handle.result(), timeout)
+    except WorkflowFailureError:
+        pass  # CANCELED
+    events = (await handle.fetch_history()).events
+    assert any(e.HasField("workflow_execution_cancel_requested_event_attributes") for e in events)
+
+
+async def record_cancelled_run(
+    client: Client, fake: FakeOpenAI, scratch: Path, workflow_id: str, timeout: float = 60
+) -> WorkflowHistory:
+    started = scratch / "tool-started"
+    fake.turns = [
+        Reply(content="This takes a while.", tool_calls=[call("python_execute", {"code": sleeping_code(started)})]),
+        Reply(tool_calls=[call("terminate", {"status": "success", "answer": "never reached"})]),
+    ]
+    settings = unconfined_settings(fake, scratch)
+    async with build_worker(client, settings, identity=IDENTITY):
+        handle = await client.start_workflow(
+            AgentWorkflow.run, AgentRunInput(task="Sleep a minute.", agent="manus"), id=workflow_id, task_queue=settings.task_queue
+        )
+        await _closed(handle, started, timeout)
+    return await handle.fetch_history()
+
+
+async def record_empty_reply_run(
+    client: Client, fake: FakeOpenAI, scratch: Path, workflow_id: str, timeout: float = 60
+) -> WorkflowHistory:
+    fake.turns = [[Reply(content=None), Reply(content=None)]]
+    settings = unconfined_settings(fake, scratch)
+    async with build_worker(client, settings, identity=IDENTITY):
+        handle = await client.start_workflow(
+            AgentWorkflow.run,
+            AgentRunInput(task="Say something.", agent="manus"),
+            id=workflow_id,
+            task_queue=settings.task_queue,
+            result_type=AgentRunResult,
+        )
+        await asyncio.wait_for(handle.result(), timeout)
+    return await handle.fetch_history()
+
+
+async def record_cancelled_flow(
+    client: Client, fake: FakeOpenAI, scratch: Path, workflow_id: str, timeout: float = 60
+) -> WorkflowHistory:
+    started = scratch / "tool-started"
+
+    def responder(body: dict, attempt: int) -> Reply:
+        if body["messages"][0]["content"].startswith("You are Manus"):
+            return Reply(tool_calls=[call("python_execute", {"code": sleeping_code(started)})])
+        if body.get("tools"):
+            plan = {"command": "create", "plan_id": "p", "title": "Sleep", "steps": ["Sleep a minute", "Report"]}
+            return Reply(tool_calls=[call("planning", plan)])
+        return Reply(content="Summary.")
+
+    fake.responder = responder
+    settings = unconfined_settings(fake, scratch)
+    async with build_worker(client, settings, identity=IDENTITY):
+        handle = await client.start_workflow(
+            PlanningFlowWorkflow.run, PlanningFlowInput(task="Sleep a minute."), id=workflow_id, task_queue=settings.task_queue
+        )
+        await _closed(handle, started, timeout)
+    return await handle.fetch_history()
+
+
+SCENARIOS = {
+    "answered": (HISTORY_PATH.name, HISTORY_WORKFLOW_ID),
+    "cancelled": ("agent_run_cancelled.json", "agent-run-cancelled"),
+    "empty-reply": ("agent_run_empty_reply.json", "agent-run-empty-reply"),
+    "flow-cancelled": ("flow_cancelled.json", "flow-cancelled"),
+}
+"""Scenario: (default file name in tests/histories/, workflow id)."""
+
+
+async def record(scenario: str, client: Client, fake: FakeOpenAI, scratch: Path) -> WorkflowHistory:
+    workflow_id = SCENARIOS[scenario][1]
+    if scenario == "answered":
+        return (await record_agent_run(client, fake, scratch / "workspace", workflow_id))[1]
+    recorder = {
+        "cancelled": record_cancelled_run,
+        "empty-reply": record_empty_reply_run,
+        "flow-cancelled": record_cancelled_flow,
+    }[scenario]
+    return await recorder(client, fake, scratch, workflow_id)
+
+
 def history_json(history: WorkflowHistory) -> str:
     """Indented, so a re-recorded file diffs readably."""
     return json.dumps(json.loads(history.to_json()), indent=2) + "\n"
 
 
-async def main_async(out: Path) -> None:
+async def main_async(out: Path, scenario: str = "answered") -> None:
     temporal = Path(sys.executable).parent / "temporal"
     if not temporal.exists():
         raise SystemExit(f"{temporal} is missing: pip install -r requirements.txt")
@@ -147,7 +269,7 @@ async def main_async(out: Path) -> None:
                 data_converter=pydantic_data_converter,
                 identity=IDENTITY,
             )
-            _, history = await record_agent_run(client, fake, Path(scratch) / "workspace", HISTORY_WORKFLOW_ID)
+            history = await record(scenario, client, fake, Path(scratch))
         finally:
             await env.shutdown()
     await replayer().replay_workflow(history)  # never commit a history that does not replay
@@ -158,9 +280,10 @@ async def main_async(out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=HISTORY_PATH, help=f"default {HISTORY_PATH}")
+    parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="answered")
+    parser.add_argument("--out", type=Path, help="default: tests/histories/<the scenario's file>")
     args = parser.parse_args(argv)
-    asyncio.run(main_async(args.out))
+    asyncio.run(main_async(args.out or HISTORY_PATH.parent / SCENARIOS[args.scenario][0], args.scenario))
     return 0
 
 

@@ -187,7 +187,7 @@ async def test_crash_during_think_resumes_without_repeating_completed_calls(dev_
         first = start_worker(env, logs, name="worker1")
         handle = await start_run(dev_env, queue, TASK)
         await wait_until(lambda: requests_for_turn(fake_llm, 1), 30, "the slow turn-1 think to reach the LLM")
-        # Kill a think that is alive and heartbeating (every 2 s while it waits).
+        # Kill a think that is alive and heartbeating (every second while it waits).
         await wait_until(lambda: has_heartbeated(handle, "think"), 10, "a heartbeat of the slow think", 0.2)
         killed_at = time.monotonic()
         first.kill()

@@ -11,10 +11,16 @@
   the version before AgentStep was published every 5 steps (commit 47359a2),
   started with search attributes as the starter starts runs: its upsert at
   every step must still replay (workflow.patched guards the change).
+* The *_before_patch.json files, recorded by commit 91dfc04 (the version
+  before cancellation ended runs CANCELED and empty replies stopped counting
+  as answers; `python tests/record_history.py --scenario NAME` run from that
+  checkout), must replay as they ran; the files of the same scenarios
+  recorded by the current code show the new endings.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import re
@@ -35,6 +41,7 @@ from tests.record_history import (
 from tests.fake_openai import Reply, call, python, terminate
 from tests.test_agent_workflow import start
 from tests.test_planning_flow import FlowScript, plan_reply, start_flow
+from workflows.agent import CANCEL_PATCH, EMPTY_REPLY_PATCH
 
 
 def committed_json() -> dict:
@@ -145,3 +152,43 @@ async def test_a_run_on_an_unsandboxed_worker_replays_in_the_sandbox(time_skippi
         handle = await start(time_skipping_env, unsandboxed, task="six times seven")
         assert (await handle.result()).final_answer == "42"
     assert (await replayer().replay_workflow(await handle.fetch_history())).replay_failure is None
+
+
+def history_file(name: str) -> dict:
+    return json.loads((HISTORY_PATH.parent / name).read_text(encoding="utf-8"))
+
+
+def patch_ids(data: dict) -> list[str]:
+    ids = []
+    for e in data["events"]:
+        marker = e.get("markerRecordedEventAttributes")
+        if marker and "patch-data" in marker["details"]:
+            payload = marker["details"]["patch-data"]["payloads"][0]["data"]
+            ids.append(json.loads(base64.b64decode(payload))["id"])
+    return ids
+
+
+@pytest.mark.parametrize(
+    "name, workflow_id, activities, ending",
+    [
+        ("agent_run_cancelled_before_patch.json", "agent-run-cancelled", ["prepare_workspace", "think", "python_execute"], "COMPLETED"),
+        ("agent_run_cancelled.json", "agent-run-cancelled", ["prepare_workspace", "think", "python_execute"], "CANCELED"),
+        ("agent_run_empty_reply_before_patch.json", "agent-run-empty-reply", ["prepare_workspace", "think"], "COMPLETED"),
+        ("agent_run_empty_reply.json", "agent-run-empty-reply", ["prepare_workspace", "think", "think"], "COMPLETED"),
+        ("flow_cancelled_before_patch.json", "flow-cancelled", ["think"], "COMPLETED"),
+        ("flow_cancelled.json", "flow-cancelled", ["think"], "CANCELED"),
+    ],
+)
+async def test_cancelled_and_empty_reply_histories_replay(name, workflow_id, activities, ending):
+    data = history_file(name)
+    # Each file is the scenario it claims to be.
+    assert [a["activityType"]["name"] for a in scheduled_activities(data)] == activities
+    assert event_types(data)[-1] == f"EVENT_TYPE_WORKFLOW_EXECUTION_{ending}"
+    patches = patch_ids(data)
+    if "cancelled" in name:
+        assert "EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED" in event_types(data)
+        assert (CANCEL_PATCH in patches) == (not name.endswith("_before_patch.json"))
+    else:
+        assert (EMPTY_REPLY_PATCH in patches) == (not name.endswith("_before_patch.json"))
+    result = await replayer().replay_workflow(as_history(data, workflow_id))
+    assert result.replay_failure is None

@@ -20,8 +20,9 @@ with workflow.unsafe.imports_passed_through():
     from activities.tools.registry import TOOLS, activity_summary, schemas
     from activities.workspace import PREPARE_WORKSPACE_OPTIONS, workspace_name_for
     from agent_model.llm_io import ThinkResponse
+    from agent_model.human import QuestionClosed, QuestionDesk
     from agent_model.memory import Memory
-    from agent_model.messages import Message, ToolCall, ToolChoice, tool_message, user_message
+    from agent_model.messages import Message, ToolCall, ToolChoice, is_empty_reply, tool_message, user_message
     from agent_model.payload import DETAILS_LIMIT, clip, fit, newest_within
     from agent_model.plan import PlanBook, PlanningError, run_command
     from agent_model.profiles import AgentProfile, UnknownAgent, get_profile
@@ -49,6 +50,20 @@ with workflow.unsafe.imports_passed_through():
     from workflows import search_attributes
 
 
+CANCEL_PATCH = "cancel-ends-run-canceled"
+"""workflow.patched() id: a requested cancellation stops the run (nothing new
+starts, even if the call in flight completes) and it ends CANCELED. Runs that
+were cancelled before this version ended COMPLETED with state CANCELLED, and
+went on with their next step when the call in flight completed anyway."""
+EMPTY_REPLY_PATCH = "empty-reply-is-not-an-answer"
+"""workflow.patched() id: an empty reply gets a reminder, a second one in a row
+ends the run in ERROR. Before, it ended the run as a success (answer '')."""
+ANSWER_RACE_PATCH = "answer-beats-simultaneous-timeout"
+"""workflow.patched() id: an answer accepted in the activation in which the
+question timed out is the model's observation. Before, the model was told of
+the timeout although the answer had been confirmed to its sender."""
+
+
 def root_message(error: BaseException) -> str:
     while error.__cause__ is not None:
         error = error.__cause__
@@ -66,8 +81,12 @@ def is_cancellation(error: BaseException) -> bool:
 class _RunEnded(Exception):
     """Raised inside the loop to end the run with a reason."""
 
-    def __init__(self, reason: StopReason, note: str | None = None) -> None:
-        self.reason, self.note = reason, note
+    def __init__(self, reason: StopReason, note: str | None = None, state: AgentState = AgentState.FINISHED) -> None:
+        self.reason, self.note, self.state = reason, note, state
+
+
+class _Cancelled(Exception):
+    """Raised inside the loop once a requested cancellation stops the run."""
 
 
 @workflow.defn
@@ -84,8 +103,10 @@ class AgentWorkflow:
         self.directory = ""
         self.shell_cwd: str | None = None
         self.final_answer: str | None = None
-        self.pending: HumanQuestion | None = None
-        self.answer_text: str | None = None
+        self.note: str | None = None
+        self.desk = QuestionDesk()
+        self.empty_replies = 0
+        """Empty replies in a row."""
         self.hinted: set[str] = set()
         self.plans = PlanBook()
         self.workspace = run.workspace or workspace_name_for(workflow.info().workflow_id)
@@ -109,21 +130,35 @@ class AgentWorkflow:
             self.memory.add(user_message(run.task))
             self._publish_details()
             while self.step < self.profile.max_steps:
+                if self._cancel_ends_run():
+                    raise _Cancelled()
                 self.step += 1
                 await self._step()
             raise _RunEnded(
                 StopReason.MAX_STEPS, fill(agent_notes.MAX_STEPS_NOTE, max_steps=self.profile.max_steps)
             )
         except _RunEnded as end:
-            return self._finish(AgentState.FINISHED, end.reason, end.note)
+            ending = (end.state, end.reason, end.note)
         except UnknownAgent as e:
-            return self._finish(AgentState.ERROR, StopReason.ERROR, str(e))
-        except asyncio.CancelledError:
-            return self._finish(AgentState.CANCELLED, StopReason.CANCELLED, "the run was cancelled")
+            ending = (AgentState.ERROR, StopReason.ERROR, str(e))
+        except (_Cancelled, asyncio.CancelledError):
+            ending = (AgentState.CANCELLED, StopReason.CANCELLED, agent_notes.CANCELLED_NOTE)
         except ActivityError as e:
             if is_cancellation(e):
-                return self._finish(AgentState.CANCELLED, StopReason.CANCELLED, "the run was cancelled")
-            return self._finish(AgentState.ERROR, StopReason.ERROR, root_message(e))
+                ending = (AgentState.CANCELLED, StopReason.CANCELLED, agent_notes.CANCELLED_NOTE)
+            else:
+                ending = (AgentState.ERROR, StopReason.ERROR, root_message(e))
+        if self._cancel_ends_run():
+            # Whatever else ended the loop, the run was asked to stop. The state
+            # stays readable by queries, which replay the closed run.
+            self._finish(AgentState.CANCELLED, StopReason.CANCELLED, agent_notes.CANCELLED_NOTE)
+            raise CancelledError(agent_notes.CANCELLED_NOTE)
+        return self._finish(*ending)
+
+    def _cancel_ends_run(self) -> bool:
+        """True once a cancellation was requested, for runs of this version;
+        remembered by the SDK even when the call in flight then completed."""
+        return workflow.cancellation_reason() is not None and workflow.patched(CANCEL_PATCH)
 
     def _resolve_profile(self, run: AgentRunInput) -> AgentProfile:
         profile = run.profile or get_profile(run.agent)
@@ -137,6 +172,7 @@ class AgentWorkflow:
     def _finish(self, state: AgentState, reason: StopReason, note: str | None) -> AgentRunResult:
         self.state = state
         note = clip(note, NOTE_LIMIT) if note else note
+        self.note = note
         if self.final_answer is None and reason.succeeded:
             self.final_answer = self._last_assistant_text()
         if note and self.records:
@@ -171,6 +207,10 @@ class AgentWorkflow:
             # Asking again gets the same verdict; going on without a reply helps nobody.
             self.records.append(record)
             raise _RunEnded(StopReason.CONTENT_FILTERED, agent_notes.CONTENT_FILTER_NOTE)
+        if is_empty_reply(reply) and workflow.patched(EMPTY_REPLY_PATCH):
+            self._empty_reply(record, response.finish_reason)
+            return
+        self.empty_replies = 0
         self.memory.add(reply)
         try:
             await self._act_on(reply, record)
@@ -180,11 +220,29 @@ class AgentWorkflow:
             self._publish_details()
         self._hint_if_stuck(reply)
 
+    def _empty_reply(self, record: StepRecord, finish_reason: str | None) -> None:
+        """No answer and no action: remind the model once; a second empty reply
+        in a row ends the run in ERROR. The reply itself stays out of memory
+        (an assistant message without content or tool calls is invalid)."""
+        self.empty_replies += 1
+        self.records.append(record)
+        if self.empty_replies > 1:
+            raise _RunEnded(
+                StopReason.EMPTY_REPLY,
+                fill(agent_notes.EMPTY_REPLY_NOTE, finish_reason=finish_reason or "none"),
+                AgentState.ERROR,
+            )
+        record.note = agent_notes.EMPTY_REPLY_STEP_NOTE
+        self.memory.add(user_message(agent_notes.EMPTY_REPLY_REMINDER))
+        self._publish_details()
+
     async def _act_on(self, reply: Message, record: StepRecord) -> None:
         profile = self.profile
         assert profile is not None
         calls = reply.tool_calls or []
         if not calls:
+            if self._cancel_ends_run():
+                raise _Cancelled()
             if profile.tool_choice == ToolChoice.REQUIRED:
                 self.memory.add(user_message(agent_notes.TOOL_REQUIRED_REMINDER))
                 return
@@ -194,9 +252,13 @@ class AgentWorkflow:
             return
 
         images: list[str] = []
-        ended: _RunEnded | None = None
+        ended: _RunEnded | _Cancelled | None = None
         for index, call in enumerate(calls):
-            if ended is not None:
+            if ended is None and self._cancel_ends_run():
+                ended = _Cancelled()
+            if isinstance(ended, _Cancelled):
+                observation, error = agent_notes.NOT_RUN_CANCELLED, True
+            elif ended is not None:
                 observation, error = "Not run: the run ended with an earlier call.", True
             elif profile.max_tool_calls_per_step and index >= profile.max_tool_calls_per_step:
                 observation = f"Error: only {profile.max_tool_calls_per_step} tool call(s) per reply; this one was not run."
@@ -224,6 +286,8 @@ class AgentWorkflow:
             self.memory.add(tool_message(observation, call.id, call.function.name))
         for image in images:
             self.memory.add(user_message("Image produced by the tool above.", base64_image=image))
+        if ended is None and self._cancel_ends_run():
+            ended = _Cancelled()
         if ended is not None:
             raise ended
 
@@ -231,6 +295,8 @@ class AgentWorkflow:
         profile = self.profile
         assert profile is not None
         while True:
+            if self._cancel_ends_run():
+                raise _Cancelled()
             request = self.context.build(
                 llm=profile.llm,
                 system_prompt=self._fill(profile.system_prompt) or None,
@@ -325,9 +391,15 @@ class AgentWorkflow:
                 cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
                 **TOOLS[name].activity_options,
             )
+        except asyncio.CancelledError:  # its result and the cancellation came together
+            if not self._cancel_ends_run():
+                raise
+            return fill(agent_notes.TOOL_CANCELLED_OBSERVATION, tool=name), True, None
         except ActivityError as e:
             if is_cancellation(e):
-                raise
+                if not self._cancel_ends_run():
+                    raise
+                return fill(agent_notes.TOOL_CANCELLED_OBSERVATION, tool=name), True, None
             return f"Error: {name} failed: {root_message(e)}", True, None
         if result.cwd:
             self.shell_cwd = result.cwd
@@ -339,20 +411,28 @@ class AgentWorkflow:
         assert profile is not None
         if not question.strip():
             return "Error: ask_human needs a non-empty `inquire`."
-        self.pending = HumanQuestion(id=f"{self.step}.{index + 1}", text=question)
-        self.answer_text = None
+        seconds = int(profile.human_timeout_seconds)
+        self.desk.ask(HumanQuestion(id=f"{self.step}.{index + 1}", text=question))
         self._publish_details()
         try:
             await workflow.wait_condition(
-                lambda: self.answer_text is not None,
+                lambda: self.desk.answer is not None,
                 timeout=timedelta(seconds=profile.human_timeout_seconds),
                 timeout_summary="waiting for the user's answer",
             )
         except asyncio.TimeoutError:
-            return fill(agent_notes.HUMAN_TIMEOUT_OBSERVATION, seconds=int(profile.human_timeout_seconds))
-        finally:
-            self.pending = None
-        return f"The user answered: {self.answer_text}"
+            # An answer accepted in this same activation was confirmed to its
+            # sender already, so it is the outcome; any later one is refused.
+            answer = self.desk.close(fill(agent_notes.HUMAN_TIMEOUT_REASON, seconds=seconds))
+            if answer is None or not workflow.patched(ANSWER_RACE_PATCH):
+                return fill(agent_notes.HUMAN_TIMEOUT_OBSERVATION, seconds=seconds)
+        except asyncio.CancelledError:
+            answer = self.desk.close(agent_notes.CANCELLED_NOTE)
+            if not self._cancel_ends_run():
+                raise
+            if answer is None:
+                return agent_notes.HUMAN_CANCELLED_OBSERVATION
+        return f"The user answered: {self.desk.answer}"
 
     # ---- helpers -----------------------------------------------------------------
 
@@ -380,8 +460,8 @@ class AgentWorkflow:
         if last is not None:
             outcome = " ".join(last.observation.split())[:120]
             lines.append(f"**last tool** `{last.name}` {'failed' if last.error else 'ok'}: {outcome}")
-        if self.pending is not None:
-            lines.append(f"**waiting for the user** (question {self.pending.id}): {self.pending.text}")
+        if self.desk.pending is not None:
+            lines.append(f"**waiting for the user** (question {self.desk.pending.id}): {self.desk.pending.text}")
         if note:
             lines.append(f"**note** {note}")
         workflow.set_current_details(clip("  \n".join(lines), DETAILS_LIMIT))
@@ -406,7 +486,8 @@ class AgentWorkflow:
             max_steps=self.profile.max_steps if self.profile else 0,
             steps_recorded=len(self.records),
             usage=self.usage,
-            pending_question=self.pending,
+            pending_question=self.desk.pending,
+            note=self.note,
         )
 
     @workflow.query
@@ -426,20 +507,17 @@ class AgentWorkflow:
 
     @workflow.query
     def pending_question(self) -> HumanQuestion | None:
-        return self.pending
+        return self.desk.pending
 
     @workflow.update
     async def answer(self, answer: HumanAnswer) -> str:
-        self.answer_text = answer.text
-        return f"answer to question {answer.question_id} received"
+        try:
+            return self.desk.accept(answer)
+        except QuestionClosed as e:  # the validator, in the same step, refuses these first
+            raise ApplicationError(str(e), type="QuestionClosed", non_retryable=True) from None
 
     @answer.validator
     def _validate_answer(self, answer: HumanAnswer) -> None:
-        if self.pending is None:
-            raise ValueError("no question is waiting for an answer")
-        if answer.question_id != self.pending.id:
-            raise ValueError(
-                f"question {answer.question_id} is not the one waiting (question {self.pending.id})"
-            )
-        if not answer.text.strip():
-            raise ValueError("the answer is empty")
+        refusal = self.desk.refusal(answer)
+        if refusal is not None:
+            raise ValueError(refusal)

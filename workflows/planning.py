@@ -9,7 +9,7 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ChildWorkflowError
+from temporalio.exceptions import ActivityError, CancelledError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from activities.llm import THINK_OPTIONS
@@ -41,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from agent_model.usage import TokenUsage
     from prompts import planning as prompts
     from workflows import search_attributes
-    from workflows.agent import AgentWorkflow, is_cancellation, root_message
+    from workflows.agent import CANCEL_PATCH, AgentWorkflow, is_cancellation, root_message
 
 NOTE_LIMIT = 500
 """Characters of a child's answer kept in its step's notes."""
@@ -86,9 +86,27 @@ class PlanningFlowWorkflow:
         except _FlowEnded as end:
             outcome, note = end.outcome, end.note
         except asyncio.CancelledError:
-            return self._result(FlowOutcome.CANCELLED, "the flow was cancelled")
-        await self._finalize()
+            return self._cancelled()
+        try:
+            await self._finalize()
+        except asyncio.CancelledError:
+            if not self._cancel_ends_flow():
+                raise  # before CANCEL_PATCH: CANCELED, the plan's state left unpublished
+            return self._cancelled()
         return self._result(outcome, note)
+
+    def _cancel_ends_flow(self) -> bool:
+        """True once the flow was asked to cancel, for flows of this version:
+        no child or think starts after that, and the flow ends CANCELED."""
+        return workflow.cancellation_reason() is not None and workflow.patched(CANCEL_PATCH)
+
+    def _cancelled(self) -> PlanningFlowResult:
+        """Publish the plan as cancelled; end CANCELED (flows of this version) or
+        with a CANCELLED result (flows started before)."""
+        result = self._result(FlowOutcome.CANCELLED, "the flow was cancelled")
+        if self._cancel_ends_flow():
+            raise CancelledError("the flow was cancelled")
+        return result
 
     async def _run_steps(self) -> tuple[FlowOutcome, str | None]:
         while True:
@@ -111,6 +129,8 @@ class PlanningFlowWorkflow:
 
     async def _run_step(self, index: int) -> bool:
         """Run step `index` as a child agent; True when it completed."""
+        if self._cancel_ends_flow():
+            raise asyncio.CancelledError()
         step = self.plan.steps[index]
         step.executor = executor_for(step.text, self.input.agents, self.input.primary_agent)
         step.run_id = f"{workflow.info().workflow_id}/step-{index + 1}"
@@ -132,9 +152,14 @@ class PlanningFlowWorkflow:
                 static_summary=f"step {index + 1} · {step.executor}: {step.text}"[:200],
             )
         except ChildWorkflowError as e:
-            if is_cancellation(e):
+            if not is_cancellation(e):
+                step.status, step.notes = StepStatus.BLOCKED, clip(f"the step's run failed: {root_message(e)}", NOTE_LIMIT)
+            elif workflow.cancellation_reason() is None and workflow.patched(CANCEL_PATCH):
+                # Only the step's run was cancelled (it ends CANCELED now, no longer
+                # with a result): blocked, as before, not the whole flow.
+                step.status, step.notes = StepStatus.BLOCKED, "cancelled: the step's run was cancelled"
+            else:
                 raise asyncio.CancelledError() from None
-            step.status, step.notes = StepStatus.BLOCKED, clip(f"the step's run failed: {root_message(e)}", NOTE_LIMIT)
         else:
             if workflow.cancellation_reason() is not None:
                 # The child finished because the flow's cancellation reached it.
@@ -215,6 +240,8 @@ class PlanningFlowWorkflow:
         self, what: str, system: str, request: str, *, with_planning_tool: bool, reserve: bool = True
     ) -> ThinkResponse:
         """One think activity within the time left; raises _ThinkFailed."""
+        if self._cancel_ends_flow():
+            raise asyncio.CancelledError()
         budget = self._time_left(reserve=reserve)
         if budget <= timedelta(0):
             raise _ThinkFailed("no time was left")

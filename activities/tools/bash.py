@@ -59,7 +59,7 @@ SCHEMA = schema()
 OPTIONS: dict = {
     # Must outlast the command timeout (default 120 s) plus start-up and kill.
     "start_to_close_timeout": timedelta(minutes=4),
-    # run_limited heartbeats every 2 s, so 15 s of silence means a dead worker.
+    # run_limited heartbeats every second, so 15 s of silence means a dead worker.
     "heartbeat_timeout": timedelta(seconds=15),
     "retry_policy": RetryPolicy(
         # Command failures come back as results, so a retry only follows a lost

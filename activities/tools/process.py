@@ -33,9 +33,12 @@ from activities.tools.egress_proxy import EgressProxy
 from activities.tools.sandbox import ToolSandbox
 from activities.workspace import Workspace
 
-HEARTBEAT_INTERVAL = 2.0
-"""Seconds between activity heartbeats while a child runs: well inside the
-tools' 15 s heartbeat timeout, so a dead worker or a cancellation is seen fast."""
+HEARTBEAT_INTERVAL = 1.0
+"""Seconds between activity heartbeats (and lease renewals) while a child runs.
+A cancellation reaches the activity only in a heartbeat's response, so this
+(with the worker's max_heartbeat_throttle_interval of 1 s) bounds how long a
+cancelled run's processes live; a dead worker shows within the tools' 15 s
+heartbeat timeout."""
 
 LEASE_SECONDS = 8.0
 """The guard kills the call when the worker has not renewed its lease (every

@@ -42,7 +42,7 @@ OPTIONS: dict = {
     # Must outlast the tool's own timeout (default 30 s) plus start-up and
     # kill; the tool's timeout, not this one, normally ends a runaway program.
     "start_to_close_timeout": timedelta(minutes=2),
-    # run_limited heartbeats every 2 s, so 15 s of silence means a dead worker.
+    # run_limited heartbeats every second, so 15 s of silence means a dead worker.
     "heartbeat_timeout": timedelta(seconds=15),
     "retry_policy": RetryPolicy(
         # Program failures come back as results, so a retry only follows a lost

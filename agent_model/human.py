@@ -1,0 +1,65 @@
+"""The run's question to the user (ask_human) and who gets to close it.
+
+An answer (the `answer` update) and the question's timeout can reach the
+workflow in the same activation. Whichever the workflow handles first closes
+the question; the other then finds it closed. So the sender of an answer and
+the model always hear the same outcome: an answer confirmed as received is the
+one the model gets, and an answer that comes after the timeout is refused.
+"""
+
+from __future__ import annotations
+
+from agent_model.run import HumanAnswer, HumanQuestion
+
+
+class QuestionClosed(Exception):
+    """An answer that cannot be taken; the message says why."""
+
+
+class QuestionDesk:
+    def __init__(self) -> None:
+        self.pending: HumanQuestion | None = None
+        """The question waiting for an answer."""
+        self.answer: str | None = None
+        """The accepted answer to the latest question, if any."""
+        self.closed: dict[str, str] = {}
+        """Why each earlier question closed, by question id."""
+
+    def ask(self, question: HumanQuestion) -> None:
+        self.pending, self.answer = question, None
+
+    def refusal(self, answer: HumanAnswer) -> str | None:
+        """Why `answer` cannot be taken now, or None if it can."""
+        waiting = self.pending
+        if waiting is None or answer.question_id != waiting.id:
+            why = self.closed.get(answer.question_id)
+            if why is not None:
+                return f"question {answer.question_id} is closed: {why}"
+            if waiting is None:
+                return "no question is waiting for an answer"
+            return f"question {answer.question_id} is not the one waiting (question {waiting.id})"
+        if not answer.text.strip():
+            return "the answer is empty"
+        return None
+
+    def accept(self, answer: HumanAnswer) -> str:
+        """Take the answer and close the question; the confirmation for the
+        sender. Raises QuestionClosed when it cannot be taken."""
+        refusal = self.refusal(answer)
+        if refusal is not None:
+            raise QuestionClosed(refusal)
+        self.answer = answer.text
+        self._close("it was answered")
+        return f"answer to question {answer.question_id} received"
+
+    def close(self, why: str) -> str | None:
+        """Close the waiting question (it timed out, the run was cancelled).
+        Returns the answer accepted before, if one was: it stands."""
+        if self.pending is not None:
+            self._close(why)
+        return self.answer
+
+    def _close(self, why: str) -> None:
+        assert self.pending is not None
+        self.closed[self.pending.id] = why
+        self.pending = None
