@@ -11,11 +11,14 @@
 
 Without TEMPORAL_ADDRESS and with nothing listening on 127.0.0.1:7233, the
 embedded Temporal server is started (detached, SQLite under .data/). With no
-worker polling the task queue, one runs inside this process until the run ends.
+live worker on the task queue, one runs inside this process until the run
+ends; so it does when the run's next task waits a few seconds for a worker
+that the task queue only seemed to have (--worker auto, the default).
 
 Exit codes: 0 the run finished its task; 1 it ended otherwise (error,
-cancellation, step limit, gave up); 2 bad input or configuration; 130 stopped
-following with Ctrl-C (the run goes on).
+cancellation, step limit, gave up, terminated, timed out); 2 bad input or
+configuration; 3 lost the Temporal server while following (the run is safe;
+re-attach); 130 stopped following with Ctrl-C (the run goes on).
 """
 
 from __future__ import annotations
@@ -24,11 +27,13 @@ import argparse
 import asyncio
 import contextlib
 import sys
+import time
 import uuid
 from datetime import timedelta
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
+from temporalio.worker import Worker
 
 from agent_model.profiles import BUILTIN_PROFILES, UnknownAgent, get_profile
 from activities.token_count import count_prompt_tokens
@@ -37,15 +42,16 @@ from activities.tools.sandbox import SandboxUnavailable
 from agent_model.flow import DEFAULT_FLOW_TIMEOUT_SECONDS, FINALIZE_RESERVE_SECONDS, PlanningFlowInput, PlanningFlowResult
 from agent_model.messages import user_message
 from agent_model.run import AgentRunInput, AgentRunResult
-from config.settings import ConfigError, Settings, load_settings
-from runtime.cli import exit_now
-from runtime.connection import DEFAULT_ADDRESS, TemporalUnreachable, address_is_explicit, connect, port_answers
+from config.settings import DEFAULT_TASK_QUEUE, ConfigError, Settings, load_settings
+from runtime.cli import cli_runtime, exit_now
+from runtime.connection import DEFAULT_ADDRESS, TemporalUnreachable, address_is_explicit, connect, connect_config
+from runtime.connection import is_unreachable, port_answers
 from runtime.embedded_server import start_embedded_server, web_ui_url
 from runtime import run_control
-from runtime.follow import follow, follow_flow
-from runtime.run_control import RunControlError
-from runtime.task_queue import has_live_worker
-from runtime.worker_factory import build_worker, check_worker_settings, harden_worker_process
+from runtime.follow import ServerLost, Stall, Watch, follow, follow_flow
+from runtime.run_control import RunControlError, RunEnded
+from runtime.task_queue import live_workers, picked_up
+from runtime.worker_factory import GRACEFUL_SHUTDOWN, build_worker, check_worker_settings, harden_worker_process
 from workflows import search_attributes
 from workflows.agent import AgentWorkflow
 from workflows.planning import PlanningFlowWorkflow
@@ -87,7 +93,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--worker",
         choices=("auto", "always", "never"),
         default="auto",
-        help="run an in-process worker: auto = when none polls the task queue (default)",
+        help="run an in-process worker: auto = when no live worker serves the run (default)",
     )
     return parser.parse_args(argv)
 
@@ -222,6 +228,126 @@ def report(result: AgentRunResult, out) -> int:
 
 WORKER_COMMANDS = {"run", "attach", "rewind", "answer", "show", "cancel"}
 """Commands that need a worker to make progress or answer queries and updates."""
+PICKUP_SECONDS = 3.0
+"""With --detach, how long to watch for a worker taking the new run."""
+WORKER_STOP_SECONDS = GRACEFUL_SHUTDOWN.total_seconds() + 10
+"""Longest wait for the in-process worker to stop: its activities' grace
+period, and time to report them to the server."""
+EXIT_SERVER_LOST = 3
+
+
+def worker_command(settings: Settings) -> str:
+    """The command that starts a worker for this starter's task queue."""
+    queue = settings.task_queue
+    return "python worker.py" if queue == DEFAULT_TASK_QUEUE else f"TEMPORAL_TASK_QUEUE={queue} python worker.py"
+
+
+class InProcessWorker:
+    """The worker this process runs for the command, if any.
+
+    It starts at once when no worker is alive on the task queue (or with
+    --worker always). When the task queue lists workers that may be alive, it
+    is only made ready: it starts if the run's next task then waits for a
+    worker (see Watch), because the list can name a worker that exited a minute
+    ago, on another machine. Several workers on one queue are fine, so a wrong
+    guess costs an idle worker, never a stuck run.
+    """
+
+    def __init__(self, client: Client, settings: Settings, stack: contextlib.AsyncExitStack) -> None:
+        self.client, self.settings, self.stack = client, settings, stack
+        self.worker: Worker | None = None
+        self.unavailable: str | None = None
+        """Why this process cannot run a worker, when it cannot."""
+        self.running = False
+        self.live: list[str] = []
+        """Workers the task queue lists that may be alive."""
+
+    def _build(self) -> Worker:
+        self.settings.require_workspace_root()
+        return build_worker(self.client, self.settings, check_worker_settings(self.settings))
+
+    async def prepare(self, mode: str) -> None:
+        """Checked before anything starts: a worker that is needed and cannot
+        run is an error now, not a half-begun run."""
+        if mode == "never":
+            self.unavailable = "--worker never"
+            return
+        if mode == "auto":
+            self.live = await live_workers(self.client, self.settings.task_queue)
+        if mode == "always" or not self.live:
+            self.worker = self._build()
+            await self.start()
+            return
+        try:
+            self.worker = self._build()
+        except (ConfigError, SandboxUnavailable) as e:
+            self.unavailable = str(e)
+
+    async def start(self) -> bool:
+        """Start the worker if it is ready and not running; True when it runs.
+        It stops when the command's AsyncExitStack closes."""
+        if not self.running and self.worker is not None:
+            harden_worker_process()
+            await self.worker.__aenter__()
+            self.stack.push_async_exit(self._stop)
+            self.running = True
+        return self.running
+
+    async def _stop(self, exc_type, exc, tb) -> bool:
+        assert self.worker is not None
+        if exc_type is ServerLost or is_unreachable(exc):
+            return False  # a worker cannot hand its tasks back to a server that is gone
+        try:
+            await asyncio.wait_for(self.worker.__aexit__(exc_type, exc, tb), WORKER_STOP_SECONDS)
+        except asyncio.TimeoutError:
+            pass  # left behind: the process exits without waiting for it (see main)
+        return False
+
+    async def start_unless_answered(self, run_id: str) -> None:
+        """For a command that needs a worker to answer for `run_id` now: start
+        this one unless a live worker answers for the run."""
+        if not self.running and self.worker is not None and not await run_control.worker_answers(self.client, run_id):
+            await self.start()
+
+    async def on_stall(self, run_id: str, waited: float) -> Stall | None:
+        if self.running:
+            return None
+        if await self.start():
+            listed = ", ".join(self.live[:3])
+            return Stall(
+                f"no worker took run {run_id}'s task within {waited:.0f} s (the task queue lists {listed}, which "
+                "has probably exited); running one in this process",
+                resolved=True,
+            )
+        if self.unavailable == "--worker never":
+            fix = f"Start one with `{worker_command(self.settings)}`, or run this command without --worker never."
+        else:
+            fix = f"Start one with `{worker_command(self.settings)}` (this starter cannot run one: {self.unavailable})."
+        return Stall(
+            f"waiting for a worker: no worker has taken run {run_id}'s next task for {waited:.0f} s, and nothing "
+            f"runs until one does. {fix}"
+        )
+
+
+async def report_worker_for_detached(client: Client, settings: Settings, handle: WorkflowHandle, out) -> None:
+    """Say whether a worker took the detached run, and if none did, how to get one."""
+    live = await live_workers(client, settings.task_queue)
+    if live:
+        deadline = time.monotonic() + PICKUP_SECONDS
+        while time.monotonic() < deadline:
+            description = await handle.describe()
+            if picked_up(description.raw_description):
+                print(f"a worker is running ({', '.join(live[:3])}) and has taken the run", file=out)
+                return
+            await asyncio.sleep(0.2)
+        why = f"no worker has taken the run within {PICKUP_SECONDS:.0f} s (the one the task queue lists has probably exited)"
+    else:
+        why = f"no worker is running for task queue {settings.task_queue}"
+    print(
+        f"{why}: the run waits at step 0 until one does. Start one with `{worker_command(settings)}`, "
+        f"or follow the run with `python starter.py --attach {handle.id}`, which runs one in its process.",
+        file=out,
+    )
 
 
 def check_task_fits(settings: Settings, args: argparse.Namespace) -> None:
@@ -247,7 +373,7 @@ async def main_async(args: argparse.Namespace, out=sys.stdout) -> int:
     command = command_of(args)
     if command == "run":
         check_task_fits(settings, args)
-    client = await connect(wait_seconds=ensure_server(out))
+    client = await connect(wait_seconds=ensure_server(out), runtime=cli_runtime())
     if command == "list":
         await run_control.list_runs(client, out)
         return 0
@@ -255,54 +381,67 @@ async def main_async(args: argparse.Namespace, out=sys.stdout) -> int:
         result = await run_control.finished_result(client, args.result)
         return report_flow(result, out) if isinstance(result, PlanningFlowResult) else report(result, out)
 
-    needs_worker = command in WORKER_COMMANDS and not args.detach and (
-        args.worker == "always"
-        or (args.worker == "auto" and not await has_live_worker(client, settings.task_queue))
-    )
-    worker = contextlib.nullcontext()
-    if needs_worker:  # checked before anything starts: nothing is left half-begun
-        settings.require_workspace_root()
-        worker = build_worker(client, settings, check_worker_settings(settings))
-        harden_worker_process()
+    async with contextlib.AsyncExitStack() as stack:
+        worker = InProcessWorker(client, settings, stack)
+        if command in WORKER_COMMANDS and not args.detach:
+            await worker.prepare(args.worker)
 
-    if command in ("answer", "show", "cancel"):
-        async with worker:
+        if command in ("answer", "show", "cancel"):
+            run_id = args.answer[0] if command == "answer" else getattr(args, command)
+            await worker.start_unless_answered(run_id)
             if command == "answer":
                 await run_control.answer(client, args.answer[0], args.answer[1], out)
             elif command == "show":
                 await run_control.show(client, args.show, out)
             else:
                 await run_control.cancel(client, args.cancel, out)
-        return 0
+            return 0
 
-    if command == "rewind":
-        await run_control.rewind(client, args.rewind, args.to_step, out)
-        args.attach = args.rewind
-    if args.attach:
-        handle = await existing_run(client, args)
-    else:
-        handle = await start_run(client, settings, args)
-    args.run_id = handle.id
-    print(f"run {handle.id}\nWeb UI: {web_ui_url(handle.id, client.namespace)}", file=out, flush=True)
-    if args.detach:
-        return 0
-    async with worker:
+        if command == "rewind":
+            await run_control.rewind(client, args.rewind, args.to_step, out)
+            args.attach = args.rewind
+        if args.attach:
+            handle = await existing_run(client, args)
+        else:
+            handle = await start_run(client, settings, args)
+        args.run_id = handle.id
+        print(f"run {handle.id}\nWeb UI: {web_ui_url(handle.id, client.namespace)}", file=out, flush=True)
+        if args.detach:
+            await report_worker_for_detached(client, settings, handle, out)
+            return 0
+        watch = Watch(client, worker.on_stall)
         if args.flow:
-            return report_flow(await follow_flow(client, handle, out), out)
-        return report(await follow(handle, out), out)
+            return report_flow(await follow_flow(client, handle, out, watch=watch), out)
+        return report(await follow(handle, out, watch=watch), out)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         validate(args)
-        return asyncio.run(main_async(args))
+        # Not asyncio.run: its clean-up would wait for every task left, and an
+        # in-process worker whose server is gone may never end. The process
+        # exits with os._exit (exit_now) right after this returns.
+        return asyncio.Runner().run(main_async(args))
     except (
         UsageError, UnknownAgent, ConfigError, TemporalUnreachable, FileNotFoundError, RunControlError, SandboxUnavailable
     ) as e:
         print(f"starter: {e}", file=sys.stderr)
         return 2
+    except RunEnded as e:
+        print(f"starter: {e}", file=sys.stderr)
+        return 1
+    except ServerLost:
+        return EXIT_SERVER_LOST  # the line saying so is out already
     except RPCError as e:
+        if is_unreachable(e):
+            target = args.run_id or args.attach
+            again = f"; re-attach with `python starter.py --attach {target}`" if target else ""
+            print(
+                f"starter: lost the Temporal server at {connect_config()['target_host']} ({e.message}){again}",
+                file=sys.stderr,
+            )
+            return EXIT_SERVER_LOST
         print(f"starter: Temporal refused the request: {e.message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

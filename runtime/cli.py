@@ -1,9 +1,13 @@
-"""Process exit for the command-line entry points."""
+"""Process exit and Temporal's log output for the command-line entry points."""
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import sys
+
+from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 
 
 def exit_now(code: int) -> None:
@@ -12,3 +16,65 @@ def exit_now(code: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+class _OneLine(logging.Formatter):
+    """A record as one line: a traceback is cut to its exception's first line."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = record.getMessage()
+        error = record.exc_info[1] if record.exc_info else None
+        if error is not None:
+            detail = str(error).strip().splitlines()
+            text += f": {type(error).__name__}" + (f": {detail[0]}" if detail else "")
+        return f"{self.prefix}{' '.join(text.split())}"
+
+
+class _Gate(logging.Filter):
+    def __init__(self) -> None:
+        super().__init__()
+        self.open = True
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.open
+
+
+_gate = _Gate()
+
+
+def mute_temporal_logs(muted: bool) -> None:
+    """Hold back the SDK's log lines (its worker's too) while the CLI has already
+    said what is wrong, e.g. that the server is gone: they would only repeat it."""
+    _gate.open = not muted
+
+
+@functools.cache
+def cli_runtime(prefix: str = "starter: ") -> Runtime:
+    """A Temporal runtime whose core logs only errors, through Python logging.
+
+    The core's default writes a multi-line coloured WARN to stdout for every
+    retried call, two dozen of them when the server goes away. The CLI checks
+    the server itself and says so in one line, so only the core's errors are
+    kept, and they and the SDK's own records come out as one line each on
+    stderr.
+    """
+    logger = logging.getLogger("temporalio")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_OneLine(prefix))
+    handler.addFilter(_gate)
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
+    # Temporal retries a failed activity attempt, and the run's step lines show
+    # what came of it; a line per attempt would only break them up.
+    logging.getLogger("temporalio.activity").setLevel(logging.ERROR)
+    forwarding = LogForwardingConfig(logger=logging.getLogger("temporalio.core"), append_target_to_name=False)
+    return Runtime(
+        telemetry=TelemetryConfig(
+            logging=LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"), forwarding=forwarding)
+        )
+    )

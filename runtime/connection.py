@@ -8,6 +8,8 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, w
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.envconfig import ClientConfig
+from temporalio.runtime import Runtime
+from temporalio.service import RPCError, RPCStatusCode
 
 DEFAULT_PORT = 7233
 """Temporal's frontend port: the embedded server's, and the default address's."""
@@ -43,9 +45,11 @@ def port_answers(address: str, timeout: float = 0.5) -> bool:
         return False
 
 
-async def connect(wait_seconds: float = CONNECT_WAIT_SECONDS) -> Client:
+async def connect(wait_seconds: float = CONNECT_WAIT_SECONDS, runtime: Runtime | None = None) -> Client:
     """A client with the pydantic data converter, retrying until the server answers."""
     config = connect_config()
+    if runtime is not None:
+        config["runtime"] = runtime
     try:
         async for attempt in AsyncRetrying(
             stop=stop_after_delay(wait_seconds),
@@ -61,3 +65,16 @@ async def connect(wait_seconds: float = CONNECT_WAIT_SECONDS) -> Client:
             f"{config.get('namespace', 'default')}) after {wait_seconds:.0f} s: {str(e).splitlines()[0]}"
         ) from None
     raise AssertionError("unreachable")
+
+
+UNREACHABLE = (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)
+"""Statuses of a call that did not reach a server able to answer it."""
+
+
+def is_unreachable(error: BaseException) -> bool:
+    """True when `error` says the server did not answer at all (refused, gone,
+    timed out), as opposed to answering with a refusal."""
+    if not isinstance(error, RPCError):
+        return False
+    # A call's own timeout surfaces as CANCELLED "Timeout expired".
+    return error.status in UNREACHABLE or (error.status == RPCStatusCode.CANCELLED and "timeout" in error.message.lower())

@@ -6,17 +6,35 @@ import asyncio
 import sys
 import threading
 import time
-from typing import TextIO
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Awaitable, Callable, TextIO
 
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionRequest, GetSystemInfoRequest
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from agent_model.flow import PlanningFlowResult
 from agent_model.plan import Plan, StepStatus
 from agent_model.run import AgentRunResult, AgentStatus, HumanAnswer, HumanQuestion, StepRecord
+from runtime.cli import mute_temporal_logs
+from runtime.connection import is_unreachable
+from runtime.run_control import RunEnded, ended_line
+from runtime.task_queue import waits_for_worker
 
 POLL_INTERVAL = 0.5
 """Seconds between status queries while following."""
+POLL_BUDGET = 5.0
+"""Longest one round of status queries may take; a slow round is skipped."""
+CHECK_INTERVAL = 1.0
+"""Seconds between checks of the server and of the run's waiting tasks."""
+CHECK_TIMEOUT = timedelta(seconds=3)
+"""A check the server has not answered in this time counts as the server gone."""
+STALL_SECONDS = 2.0
+"""A task of the run untaken this long means no worker takes it."""
+LOST_RETRY_SECONDS = 60.0
+"""How long to wait for a server that stopped answering before giving up."""
 CLEAR_LINE = "\r\x1b[K"
 """Carriage return and erase-line: redraws the progress line in place."""
 
@@ -87,6 +105,14 @@ class AgentProgress:
         prefix = CLEAR_LINE if self.live else ""
         print(f"{prefix}{self.indent}{text}", file=self.out, flush=True)
 
+    def say(self, text: str) -> None:
+        """A line about the run as a whole (not a step), over the progress line."""
+        prefix = CLEAR_LINE if self.live else ""
+        print(f"{prefix}{text}", file=self.out, flush=True)
+
+    def watched(self) -> list[str]:
+        return [self.handle.id]
+
     def _progress(self, status: AgentStatus) -> None:
         if not self.live or self.answering is not None and not self.answering.done():
             return
@@ -149,9 +175,22 @@ class FlowProgress:
         self.plan_shown = False
         self.statuses: dict[int, tuple[str, StepStatus]] = {}
         self.children: dict[str, AgentProgress] = {}
+        self.working: list[str] = []
+        """The step runs in progress at the last poll."""
 
     def _print(self, text: str) -> None:
         print(text, file=self.out, flush=True)
+
+    def clear_line(self) -> None:
+        for child in self.children.values():
+            child.clear_line()
+
+    def say(self, text: str) -> None:
+        self.clear_line()
+        self._print(text)
+
+    def watched(self) -> list[str]:
+        return [self.handle.id, *self.working]
 
     async def poll(self) -> None:
         try:
@@ -159,6 +198,7 @@ class FlowProgress:
         except RPCError:
             return
         self._show(plan)
+        self.working = [s.run_id for s in plan.steps if s.status == StepStatus.IN_PROGRESS and s.run_id]
         for step in plan.steps:
             if step.status == StepStatus.IN_PROGRESS and step.run_id:
                 await self._child(step.run_id).poll()
@@ -198,30 +238,175 @@ class FlowProgress:
             child.close()
 
 
-async def _until_done(handle: WorkflowHandle, progress: AgentProgress | FlowProgress):
-    result_task = asyncio.ensure_future(handle.result())
+class ServerLost(Exception):
+    """The server stopped answering while a run was followed and did not come
+    back in time; the run itself is safe in the server's database."""
+
+
+@dataclass
+class Stall:
+    """What the starter makes of a run that no worker serves."""
+
+    text: str
+    """The line to print."""
+    resolved: bool = False
+    """True when the starter did something about it (it started a worker)."""
+
+
+StallHandler = Callable[[str, float], Awaitable["Stall | None"]]
+"""Called with the run id and the seconds its task has waited."""
+
+
+class Watch:
+    """Watches what the step lines cannot show: a server that stopped answering,
+    and a run whose next task no worker takes."""
+
+    def __init__(
+        self,
+        client: Client,
+        on_stall: StallHandler,
+        stall_seconds: float = STALL_SECONDS,
+        lost_retry_seconds: float = LOST_RETRY_SECONDS,
+    ) -> None:
+        self.client, self.on_stall = client, on_stall
+        self.stall_seconds, self.lost_retry_seconds = stall_seconds, lost_retry_seconds
+        self.checked_at = float("-inf")
+        self.stalled_since: float | None = None
+        self.stall_told: Stall | None = None
+        self.waiting = False
+        """At the last check, the run had a task that no worker had taken."""
+
+    @property
+    def address(self) -> str:
+        return self.client.service_client.config.target_host
+
+    async def _describe(self, run_id: str):
+        # No retries: a server that is gone has to show up here in seconds,
+        # not after the client's own retries have run out.
+        return await self.client.workflow_service.describe_workflow_execution(
+            DescribeWorkflowExecutionRequest(namespace=self.client.namespace, execution=WorkflowExecution(workflow_id=run_id)),
+            retry=False,
+            timeout=CHECK_TIMEOUT,
+        )
+
+    async def check(self, progress: "AgentProgress | FlowProgress") -> None:
+        """Raises an unreachable RPCError when the server does not answer."""
+        now = time.monotonic()
+        if now - self.checked_at < CHECK_INTERVAL:
+            return
+        self.checked_at = now
+        waiting = None
+        for run_id in progress.watched():
+            try:
+                description = await self._describe(run_id)
+            except RPCError as e:
+                if is_unreachable(e):
+                    raise
+                continue  # e.g. a step run not visible yet; the next check sees it
+            if waits_for_worker(description):
+                waiting = waiting or run_id
+        self.waiting = waiting is not None
+        if waiting is None:
+            if self.stall_told is not None and not self.stall_told.resolved:
+                progress.say("a worker has taken the run's task; following on")
+            self.stalled_since, self.stall_told = None, None
+            return
+        if self.stalled_since is None:
+            self.stalled_since = now
+        waited = now - self.stalled_since
+        if self.stall_told is None and waited >= self.stall_seconds:
+            self.stall_told = await self.on_stall(waiting, waited) or Stall("", resolved=True)
+            if self.stall_told.text:
+                progress.say(self.stall_told.text)
+
+    async def _answers(self) -> bool:
+        try:
+            await self.client.workflow_service.get_system_info(GetSystemInfoRequest(), retry=False, timeout=CHECK_TIMEOUT)
+            return True
+        except RPCError:
+            return False
+
+    async def wait_for_server(self, run_id: str, progress: "AgentProgress | FlowProgress") -> None:
+        """Say once that the server is gone, then wait quietly for it to answer
+        again; raises ServerLost when it has not within lost_retry_seconds."""
+        progress.clear_line()
+        print(
+            f"starter: lost the Temporal server at {self.address}; the run is safe, re-attach with "
+            f"`python starter.py --attach {run_id}` (retrying for {self.lost_retry_seconds:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+        mute_temporal_logs(True)
+        deadline = time.monotonic() + self.lost_retry_seconds
+        while time.monotonic() < deadline:
+            await asyncio.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+            if await self._answers():
+                mute_temporal_logs(False)
+                progress.say(f"reconnected to the Temporal server at {self.address}; following on")
+                self.checked_at = float("-inf")
+                return
+        raise ServerLost(f"the Temporal server at {self.address} did not come back within {self.lost_retry_seconds:.0f} s")
+
+
+async def _poll(progress: AgentProgress | FlowProgress, watch: Watch | None) -> None:
+    if watch is not None and watch.waiting:
+        return  # no worker would answer the queries
     try:
-        while not result_task.done():
-            await progress.poll()
-            await asyncio.wait({result_task}, timeout=POLL_INTERVAL)
-        result = result_task.result()
-        progress.finish(result)  # prints what the last poll did not
+        await asyncio.wait_for(progress.poll(), POLL_BUDGET)
+    except asyncio.TimeoutError:
+        pass
+
+
+async def _until_done(handle: WorkflowHandle, progress: AgentProgress | FlowProgress, watch: Watch | None = None):
+    try:
+        while True:
+            result_task = asyncio.ensure_future(handle.result())
+            try:
+                while not result_task.done():
+                    if watch is not None:
+                        await watch.check(progress)
+                    await _poll(progress, watch)
+                    await asyncio.wait({result_task}, timeout=POLL_INTERVAL)
+                result = result_task.result()
+            except RPCError as e:
+                if watch is None or not is_unreachable(e):
+                    raise
+                await watch.wait_for_server(handle.id, progress)
+                continue
+            except WorkflowFailureError as e:
+                client = watch.client if watch is not None else None
+                if client is None:
+                    raise RunEnded(f"run {handle.id} ended without a result: {e.cause or e}") from None
+                raise RunEnded(await ended_line(client, handle.id, e)) from None
+            finally:
+                if not result_task.done():
+                    result_task.cancel()
+                    # A call already failing in the core may still end with its
+                    # error instead of the cancellation; it is of no interest.
+                    result_task.add_done_callback(lambda t: t.cancelled() or t.exception())
+            progress.finish(result)  # prints what the last poll did not
+            return result
     finally:
         progress.close()
-        if not result_task.done():
-            result_task.cancel()
-    return result
 
 
-async def follow(handle: WorkflowHandle, out: TextIO = sys.stdout, interactive: bool | None = None) -> AgentRunResult:
-    """Print an agent run's steps as they happen; answer questions in a terminal."""
+async def follow(
+    handle: WorkflowHandle, out: TextIO = sys.stdout, interactive: bool | None = None, watch: Watch | None = None
+) -> AgentRunResult:
+    """Print an agent run's steps as they happen; answer questions in a terminal.
+    A run that ends without a result raises RunEnded; with a `watch`, a server
+    that stops answering for good raises ServerLost."""
     interactive = sys.stdin.isatty() if interactive is None else interactive
-    return await _until_done(handle, AgentProgress(handle, out, interactive))
+    return await _until_done(handle, AgentProgress(handle, out, interactive), watch)
 
 
 async def follow_flow(
-    client: Client, handle: WorkflowHandle, out: TextIO = sys.stdout, interactive: bool | None = None
+    client: Client,
+    handle: WorkflowHandle,
+    out: TextIO = sys.stdout,
+    interactive: bool | None = None,
+    watch: Watch | None = None,
 ) -> PlanningFlowResult:
     """Print a PlanningFlow's progress, with the steps of each child run."""
     interactive = sys.stdin.isatty() if interactive is None else interactive
-    return await _until_done(handle, FlowProgress(client, handle, out, interactive))
+    return await _until_done(handle, FlowProgress(client, handle, out, interactive), watch)

@@ -9,14 +9,16 @@ from typing import Any, TextIO
 
 from temporalio.api.common.v1 import WorkflowExecution as ProtoWorkflowExecution
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
-from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
+from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest, ResetWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescription, WorkflowExecutionStatus
-from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.exceptions import CancelledError, TerminatedError, TimeoutError as WorkflowTimeoutError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agent_model.flow import PlanningFlowResult
 from agent_model.plan import Plan, StepStatus
 from agent_model.run import AgentRunResult, HumanAnswer, HumanQuestion, StepRecord
+from agent_model.state import AgentState
 from agent_model.think_context import CONTEXT_MISSING_ERROR
 from workflows import search_attributes
 from workflows.agent import AgentWorkflow
@@ -28,10 +30,20 @@ TRANSCRIPT_OBSERVATION_LIMIT = 2000
 """Characters of each tool observation shown by --show."""
 QUERY_TIMEOUT = timedelta(seconds=10)
 """How long a query waits for a worker to answer it."""
+QUERY_NOTICE_SECONDS = 2.0
+"""A query not answered this soon gets a line saying what it waits for."""
+PROBE_TIMEOUT = timedelta(seconds=3)
+"""How long a live worker may take to answer a probing query."""
+WORKER_HINT = "python worker.py"
 
 
 class RunControlError(Exception):
     """A request about a run that cannot be honoured; one line for the user."""
+
+
+class RunEnded(Exception):
+    """The run closed without a result (failed, terminated, timed out, cancelled);
+    the message is one line for the user, with the reason."""
 
 
 async def describe(client: Client, run_id: str) -> WorkflowExecutionDescription:
@@ -43,14 +55,37 @@ async def describe(client: Client, run_id: str) -> WorkflowExecutionDescription:
         raise
 
 
-async def query(handle: WorkflowHandle, name: Any, *args: Any, **options: Any) -> Any:
-    """The answer to a query; no worker to answer it is one line for the user."""
+async def query(handle: WorkflowHandle, name: Any, *args: Any, out: TextIO | None = None, **options: Any) -> Any:
+    """The answer to a query; no worker to answer it is one line for the user.
+    When the answer is slow, a line on `out` says what the command waits for."""
+    asking = asyncio.ensure_future(handle.query(name, *args, rpc_timeout=QUERY_TIMEOUT, **options))
     try:
-        return await handle.query(name, *args, rpc_timeout=QUERY_TIMEOUT, **options)
+        done, _ = await asyncio.wait({asking}, timeout=QUERY_NOTICE_SECONDS)
+        if not done and out is not None:
+            print(
+                f"waiting up to {QUERY_TIMEOUT.total_seconds():.0f} s for a worker to answer for run {handle.id} "
+                f"(none may be running; start one with: {WORKER_HINT})",
+                file=out,
+                flush=True,
+            )
+        return await asking
     except RPCError as e:
         raise RunControlError(
-            f"run {handle.id} did not answer ({e.message}); is a worker running? Start one with: python worker.py"
+            f"run {handle.id} did not answer ({e.message}); is a worker running? Start one with: {WORKER_HINT}"
         ) from None
+    finally:
+        asking.cancel()
+
+
+async def worker_answers(client: Client, run_id: str, timeout: timedelta = PROBE_TIMEOUT) -> bool:
+    """True when a worker answers a query for the run within `timeout`: fresh
+    evidence that one is alive for it (or when there is no such run: then the
+    command's own error says so)."""
+    try:
+        await client.get_workflow_handle(run_id).query("__temporal_workflow_metadata", rpc_timeout=timeout)
+    except RPCError as e:
+        return e.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT)
+    return True
 
 
 def is_flow(run: WorkflowExecution) -> bool:
@@ -76,22 +111,90 @@ async def search_attributes_registered(client: Client) -> bool:
     return all(key.name in response.custom_attributes for key in search_attributes.ALL)
 
 
+# ---- how a run ended without a result ------------------------------------------
+
+SERVER_LIMITS = {
+    "Workflow history size exceeds limit.": "the server's history size limit (limit.historySize.error, 50 MB by default)",
+    "Workflow history count exceeds limit.": "the server's history length limit (limit.historyCount.error, 51,200 events by default)",
+    "Workflow mutable state size exceeds limit.": "the server's mutable state size limit (limit.mutableStateSize.error)",
+}
+"""Termination reasons the server writes when a run outgrows a limit, and the limit."""
+
+
+def one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+async def terminated_by(client: Client, run_id: str) -> str | None:
+    """Who terminated the run, from its last event (read without the rest of a
+    history that may be 50 MB)."""
+    try:
+        response = await client.workflow_service.get_workflow_execution_history_reverse(
+            GetWorkflowExecutionHistoryReverseRequest(
+                namespace=client.namespace,
+                execution=ProtoWorkflowExecution(workflow_id=run_id),
+                maximum_page_size=1,
+            )
+        )
+    except RPCError:
+        return None
+    for event in response.history.events:
+        if event.HasField("workflow_execution_terminated_event_attributes"):
+            return event.workflow_execution_terminated_event_attributes.identity or None
+    return None
+
+
+def timeout_bound(description: WorkflowExecutionDescription) -> str:
+    config = description.raw_description.execution_config
+    for name, duration in (("execution", config.workflow_execution_timeout), ("run", config.workflow_run_timeout)):
+        if duration.ToTimedelta():
+            return f"its {name} timeout of {duration.ToTimedelta().total_seconds():.0f} s"
+    return "its time limit"
+
+
+async def ended_line(
+    client: Client, run_id: str, error: WorkflowFailureError, description: WorkflowExecutionDescription | None = None
+) -> str:
+    """One line saying why a run has no result: cancelled, terminated (by whom,
+    and the limit when the server did it), timed out (after which bound), failed."""
+    cause = error.cause
+    if isinstance(cause, CancelledError):
+        return f"run {run_id} was cancelled"
+    if isinstance(cause, TerminatedError):
+        reason = one_line(cause.message) or "no reason given"
+        limit = SERVER_LIMITS.get(reason)
+        if limit:
+            return f"run {run_id} was terminated by the Temporal server: {reason} It hit {limit}."
+        who = await terminated_by(client, run_id)
+        return f"run {run_id} was terminated{f' by {who}' if who else ''}: {reason}"
+    if isinstance(cause, WorkflowTimeoutError):
+        try:
+            description = description or await client.get_workflow_handle(run_id).describe()
+            bound = timeout_bound(description)
+        except RPCError:
+            bound = "its time limit"
+        return f"run {run_id} timed out: it reached {bound}"
+    failure = cause or error
+    kind = getattr(failure, "type", None) or type(failure).__name__
+    return f"run {run_id} failed: {kind}: {one_line(getattr(failure, 'message', None) or failure)}"
+
+
 # ---- answer ----------------------------------------------------------------------
 
 
-async def question_target(client: Client, run_id: str) -> tuple[WorkflowHandle, HumanQuestion]:
+async def question_target(client: Client, run_id: str, out: TextIO | None = None) -> tuple[WorkflowHandle, HumanQuestion]:
     """The run (the flow's working child, for a flow) and its waiting question."""
     description = await describe(client, run_id)
     if not is_running(description):
         raise RunControlError(f"run {run_id} has ended ({description.status.name}); nothing to answer")
     if is_flow(description):
-        plan: Plan = await query(client.get_workflow_handle(run_id), "plan", result_type=Plan)
+        plan: Plan = await query(client.get_workflow_handle(run_id), "plan", result_type=Plan, out=out)
         working = [s.run_id for s in plan.steps if s.status == StepStatus.IN_PROGRESS and s.run_id]
         if not working:
             raise RunControlError(f"flow {run_id} has no step running, so no question is waiting")
         run_id = working[0]
     handle = client.get_workflow_handle_for(AgentWorkflow.run, run_id)
-    question = await query(handle, AgentWorkflow.pending_question)
+    question = await query(handle, AgentWorkflow.pending_question, out=out)
     if question is None:
         raise RunControlError(f"run {run_id} has no question waiting for an answer")
     return handle, question
@@ -100,7 +203,7 @@ async def question_target(client: Client, run_id: str) -> tuple[WorkflowHandle, 
 async def answer(client: Client, run_id: str, text: str, out: TextIO) -> None:
     if not text.strip():
         raise RunControlError("the answer is empty")
-    handle, question = await question_target(client, run_id)
+    handle, question = await question_target(client, run_id, out)
     try:
         await handle.execute_update(AgentWorkflow.answer, HumanAnswer(question_id=question.id, text=text))
     except WorkflowUpdateFailedError as e:
@@ -117,11 +220,20 @@ async def cancel(client: Client, run_id: str, out: TextIO, wait_seconds: float =
         raise RunControlError(f"run {run_id} has already ended ({description.status.name})")
     handle = client.get_workflow_handle(run_id, result_type=result_type(description))
     await handle.cancel()
-    print(f"cancellation of {run_id} requested", file=out)
+    print(f"cancellation of {run_id} requested; waiting up to {wait_seconds:.0f} s for the run to end", file=out, flush=True)
     try:
         result = await asyncio.wait_for(handle.result(), wait_seconds)
     except asyncio.TimeoutError:
-        print("the run has not ended yet (is a worker running?); it will end when a worker picks it up", file=out)
+        print(
+            f"the run has not ended yet; it ends when a worker takes the cancellation (is one running? {WORKER_HINT})",
+            file=out,
+        )
+        return
+    except WorkflowFailureError as e:
+        if isinstance(e.cause, CancelledError):
+            print(f"run {run_id} ended: {AgentState.CANCELLED.value}", file=out)
+        else:
+            print(await ended_line(client, run_id, e), file=out)
         return
     state = result.outcome.value if isinstance(result, PlanningFlowResult) else result.state.value
     print(f"run {run_id} ended: {state}", file=out)
@@ -148,7 +260,9 @@ async def list_runs(client: Client, out: TextIO, limit: int = LIST_LIMIT) -> Non
             search_attributes.FLOW_AGENT_NAME if is_flow(run) else "agent"
         )
         state = attributes.get(search_attributes.AGENT_STATE)
-        if not is_running(run) and run.status != WorkflowExecutionStatus.COMPLETED:
+        if run.status == WorkflowExecutionStatus.CANCELED:
+            state = AgentState.CANCELLED.value  # one spelling, whichever way the run ended cancelled
+        elif not is_running(run) and run.status != WorkflowExecutionStatus.COMPLETED:
             state = run.status.name  # terminated, timed out, failed: Temporal's word is the truth
         step = attributes.get(search_attributes.AGENT_STEP)
         rows.append((run.id, kind, state or run.status.name, "" if step is None else str(step), age(run.start_time, now)))
@@ -182,13 +296,13 @@ def transcript(records: list[StepRecord]) -> str:
     return "\n".join(lines)
 
 
-async def records_of(client: Client, run_id: str) -> list[StepRecord]:
+async def records_of(client: Client, run_id: str, out: TextIO | None = None) -> list[StepRecord]:
     description = await describe(client, run_id)
     if not is_running(description):
         return (await finished_result(client, run_id, description)).steps
     handle = client.get_workflow_handle_for(AgentWorkflow.run, run_id)
     records: list[StepRecord] = []
-    while page := await query(handle, AgentWorkflow.steps, len(records)):  # one page per answer
+    while page := await query(handle, AgentWorkflow.steps, len(records), out=None if records else out):  # one page per answer
         records.extend(page)
     return records
 
@@ -200,15 +314,15 @@ async def finished_result(client: Client, run_id: str, description: WorkflowExec
     handle = client.get_workflow_handle(run_id, result_type=result_type(description))
     try:
         return await handle.result()
-    except Exception as e:  # terminated, timed out, failed: no result to show
-        raise RunControlError(f"run {run_id} ended without a result ({description.status.name}): {e}") from None
+    except WorkflowFailureError as e:
+        raise RunEnded(await ended_line(client, run_id, e, description)) from None
 
 
 async def show(client: Client, run_id: str, out: TextIO) -> None:
     description = await describe(client, run_id)
     if is_flow(description):
         plan: Plan = (
-            await query(client.get_workflow_handle(run_id), "plan", result_type=Plan)
+            await query(client.get_workflow_handle(run_id), "plan", result_type=Plan, out=out)
             if is_running(description)
             else (await finished_result(client, run_id, description)).plan
         )
@@ -217,7 +331,7 @@ async def show(client: Client, run_id: str, out: TextIO) -> None:
         if runs:
             print("\nStep runs (show each with --show ID):\n" + "\n".join(runs), file=out)
         return
-    print(transcript(await records_of(client, run_id)) or "(no step finished yet)", file=out)
+    print(transcript(await records_of(client, run_id, out)) or "(no step finished yet)", file=out)
 
 
 # ---- rewind ----------------------------------------------------------------------------
