@@ -117,6 +117,19 @@ async def test_cancel_during_a_slow_think(dev_env, dev_worker, dev_settings, fak
     assert await handle.query(AgentWorkflow.steps, 0, result_type=list[StepRecord]) == []
 
 
+async def cancel_while_the_tool_runs(handle, running, pid_file) -> None:
+    """Cancel `handle` once the tool of run `running` has heartbeated and run a
+    while; the run must end CANCELED within the bound and the tool's processes
+    be gone."""
+    pid, session = await tool_started(pid_file)
+    await wait_until(lambda: has_heartbeated(running, "python_execute"), 10, "the tool's first heartbeat")
+    await asyncio.sleep(2.5)
+    cancelled_at = time.monotonic()
+    await handle.cancel()
+    assert await ends_canceled(handle, cancelled_at) < CANCEL_BOUND
+    assert not pid_alive(pid) and live_in_session(session) == []
+
+
 async def test_cancel_during_a_tool_call(dev_env, dev_worker, dev_settings, fake_llm, tmp_path):
     pid_file = tmp_path / "pid"
     fake_llm.turns = [
@@ -124,15 +137,7 @@ async def test_cancel_during_a_tool_call(dev_env, dev_worker, dev_settings, fake
         terminate("never reached"),
     ]
     handle = await start(dev_env, dev_settings)
-    pid, session = await tool_started(pid_file)
-    await wait_until(lambda: has_heartbeated(handle, "python_execute"), 10, "the tool's first heartbeat")
-    await asyncio.sleep(2.5)
-
-    cancelled_at = time.monotonic()
-    await handle.cancel()
-    assert await ends_canceled(handle, cancelled_at) < CANCEL_BOUND
-    assert not pid_alive(pid)
-    assert live_in_session(session) == []
+    await cancel_while_the_tool_runs(handle, handle, pid_file)
     assert len(fake_llm.requests) == 1  # no next think
 
     (record,) = await handle.query(AgentWorkflow.steps, 0, result_type=list[StepRecord])
@@ -173,15 +178,8 @@ async def test_cancelling_a_flow_cancels_its_running_step(dev_env, dev_worker, d
     fake_llm.responder = script
     handle = await start_flow(dev_env, dev_settings)
     child = dev_env.client.get_workflow_handle(f"{handle.id}/step-1")
-    pid, session = await tool_started(pid_file)
-    await wait_until(lambda: has_heartbeated(child, "python_execute"), 10, "the tool's first heartbeat")
-    await asyncio.sleep(2.5)
-
-    cancelled_at = time.monotonic()
-    await handle.cancel()
-    assert await ends_canceled(handle, cancelled_at) < CANCEL_BOUND
+    await cancel_while_the_tool_runs(handle, child, pid_file)
     assert (await child.describe()).status == WorkflowExecutionStatus.CANCELED
-    assert not pid_alive(pid) and live_in_session(session) == []
     assert set(script.by_role) == {"plan", "step-1"}  # no next step, no replan, no summary
 
     plan = await handle.query(PlanningFlowWorkflow.plan_query)
