@@ -12,8 +12,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
+
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from activities.tools.sandbox import SandboxUnavailable
 from config.settings import ConfigError, load_settings
@@ -28,15 +31,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--connect-timeout", type=float, default=60.0, help="seconds to wait for the Temporal server (default 60)"
     )
+    parser.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        default=os.environ.get(METRICS_ENV) or None,
+        help=f"serve Prometheus metrics on http://HOST:PORT/metrics (or ${METRICS_ENV}); off by default",
+    )
     return parser.parse_args(argv)
 
 
 async def run_worker(args: argparse.Namespace) -> int:
+    runtime = metrics_runtime(args.metrics) if args.metrics else None
     settings = load_settings(args.config)
     settings.require_workspace_root()
     sandbox = check_worker_settings(settings)
     harden_worker_process()
-    client = await connect(wait_seconds=args.connect_timeout)
+    client = await connect(wait_seconds=args.connect_timeout, runtime=runtime)
     worker = build_worker(client, settings, sandbox)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -47,6 +57,23 @@ async def run_worker(args: argparse.Namespace) -> int:
         await stop.wait()
         logging.info("shutting down")
     return 0
+
+
+METRICS_ENV = "DURABLE_MANUS_METRICS"
+
+
+def metrics_runtime(address: str) -> Runtime:
+    """A Temporal runtime that serves the SDK's metrics and the activities' own
+    (think latency, tokens, context hits, tool durations) for Prometheus."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"--metrics must be HOST:PORT, not {address!r}")
+    try:
+        runtime = Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=address)))
+    except Exception as e:  # the core reports a busy or invalid address this way
+        raise ConfigError(f"cannot serve metrics on {address}: {str(e).splitlines()[0]}") from None
+    logging.info("Prometheus metrics on http://%s/metrics", address)
+    return runtime
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -398,7 +398,8 @@ class ProcessTool:
         try:
             async with self._egress() as egress_socket:
                 with self.sandbox.call_group() as group:
-                    return await run_limited(
+                    started = time.monotonic()
+                    outcome = await run_limited(
                         self.sandbox.command(
                             argv, run_dir=run_dir, cwd=cwd or run_dir, seccomp_fd=seccomp, egress_socket=egress_socket
                         ),
@@ -414,6 +415,8 @@ class ProcessTool:
                         lock_fd=await _lock_run(lock_path),
                         pass_fds=tuple(fd for fd in (report_fd, seccomp) if fd is not None),
                     )
+                    _record_duration(time.monotonic() - started, outcome)
+                    return outcome
         finally:
             if seccomp is not None:
                 os.close(seccomp)
@@ -444,6 +447,16 @@ class ProcessTool:
         if note:
             return ToolResult(output=_with_note(outcome.output, note), error=True, **extra)
         return ToolResult(output=outcome.output or empty_text, **extra)
+
+
+def _record_duration(seconds: float, outcome: ProcessOutcome) -> None:
+    """Tool durations for the worker's metrics (Prometheus with worker.py --metrics)."""
+    if not activity.in_activity():
+        return
+    status = "timeout" if outcome.timed_out else ("ok" if outcome.exit_code == 0 else "failed")
+    activity.metric_meter().create_histogram_float(
+        "durable_manus_tool_duration", "Seconds a process tool call ran", "s"
+    ).with_additional_attributes({"tool": activity.info().activity_type, "status": status}).record(seconds)
 
 
 async def _lock_run(path: Path) -> int:
