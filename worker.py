@@ -18,6 +18,7 @@ import sys
 
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
+from activities.context_store import ContextStore
 from activities.tools.sandbox import SandboxUnavailable
 from config.settings import ConfigError, load_settings
 from runtime.cli import exit_now
@@ -54,7 +55,9 @@ async def run_worker(args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
     logging.info("worker polling task queue %s (workspace %s)", settings.task_queue, settings.workspace_root)
     async with worker:
+        pruning = asyncio.create_task(asyncio.to_thread(ContextStore(settings.workspace_root).prune))
         await stop.wait()
+        pruning.cancel()
         logging.info("shutting down")
     return 0
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -19,13 +20,20 @@ from temporalio import activity
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
+from activities.context_store import ContextStore
 from activities.think_context_cache import Resolved, ThinkContextCache
 from activities.token_count import count_prompt_tokens
 from agent_model.llm_io import ThinkRequest, ThinkResponse
 from agent_model.messages import Function, Message, ToolCall, assistant_message
 from agent_model.payload import json_size
 from agent_model.usage import TokenUsage
-from agent_model.think_context import CONTEXT_MISSING_ERROR
+from agent_model.think_context import (
+    CONTEXT_MISSING_ERROR,
+    MESSAGE_DIGEST_CHARS,
+    ContextSync,
+    canonical,
+    message_bytes,
+)
 from config.settings import LLMSettings
 
 HEARTBEAT_INTERVAL = 1.0
@@ -192,14 +200,88 @@ def check_reply_size(message: Message) -> None:
         raise reply_too_large(f"the reply has {size} bytes of content and tool calls, over the limit of {MAX_REPLY_BYTES}")
 
 
+def _fetch(store: ContextStore, lacking: list[tuple[str, str]]) -> dict[str, Any]:
+    """What the store holds of `lacking`, parsed; the store has verified each blob's digest."""
+    found: dict[str, Any] = {}
+    for kind, name in lacking:
+        data = store.get(name)
+        if data is None:
+            break  # the think cannot be completed: the workflow resends the window
+        try:
+            if kind == "message":
+                found[name] = Message.model_validate_json(data)
+            elif kind == "system":
+                found[name] = data.decode()
+            else:
+                found[name] = json.loads(data)
+        except ValueError:
+            break
+    return found
+
+
+def _save(store: ContextStore, request: ThinkRequest) -> None:
+    """Writes what the request carried, so any worker can serve the run's next think."""
+    for message in request.messages:
+        store.put(message_bytes(message), MESSAGE_DIGEST_CHARS)
+    if request.system_prompt is not None:
+        store.put(canonical(request.system_prompt), 32)
+    if request.tools is not None:
+        store.put(canonical(request.tools), 32)
+
+
 class LLMActivities:
     """Holds the worker's LLM settings (and keys), one client per LLM profile,
     and the runs' cached context windows."""
 
-    def __init__(self, llm_profiles: dict[str, LLMSettings]) -> None:
+    def __init__(self, llm_profiles: dict[str, LLMSettings], context_store: ContextStore | None = None) -> None:
         self._profiles = llm_profiles
         self._clients: dict[str, openai.AsyncOpenAI] = {}
         self.context_cache = ThinkContextCache()
+        self.context_store = context_store
+
+    async def _resolve(self, request: ThinkRequest) -> Resolved:
+        """The complete request: from the request, this worker's cache, and
+        what the shared store holds; the new parts are then written to the store."""
+        meter = activity.metric_meter()
+        fetched: dict[str, Any] = {}
+        lacking = self.context_cache.lacking(request) if request.context is not None else []
+        if lacking and self.context_store is not None:
+            started = time.monotonic()
+            # Twice: another think may evict this run's cached window while the first fetch runs.
+            for _ in range(2):
+                wanted = [(kind, name) for kind, name in self.context_cache.lacking(request) if name not in fetched]
+                if not wanted or not all(name for _, name in wanted):
+                    break
+                found = await asyncio.to_thread(_fetch, self.context_store, wanted)
+                fetched.update(found)
+                if len(found) < len(wanted):
+                    break  # the store lacks it too
+            meter.create_histogram(
+                "think_context_fetch_ms", "Time to fetch a think's missing context from the shared store", "ms"
+            ).record(round((time.monotonic() - started) * 1000))
+        try:
+            parts = self.context_cache.resolve(request, fetched)
+        except ApplicationError:
+            meter.create_counter(
+                "think_context_misses", "Thinks whose context neither the worker nor the shared store held"
+            ).add(1)
+            raise
+        if request.context is not None:
+            if lacking:
+                meter.create_counter(
+                    "think_context_store_fetches", "Thinks completed from the shared context store"
+                ).add(1)
+            elif not ContextSync.is_complete(request):
+                meter.create_counter(
+                    "think_context_hits", "Thinks whose context the worker held in memory"
+                ).add(1)
+            if self.context_store is not None:
+                try:
+                    await asyncio.to_thread(_save, self.context_store, request)
+                except OSError as e:
+                    # Only other workers' next thinks depend on it, and they fall back to a resend.
+                    activity.logger.warning("cannot write the think's context to the shared store: %s", e)
+        return parts
 
     def _client(self, name: str) -> openai.AsyncOpenAI:
         if name not in self._clients:
@@ -227,7 +309,7 @@ class LLMActivities:
             raise ApplicationError(
                 f"the worker has no LLM profile {request.llm!r}", type="UnknownLLMProfile", non_retryable=True
             )
-        parts = self.context_cache.resolve(request)
+        parts = await self._resolve(request)
         if settings.max_input_tokens is not None:
             needed = count_prompt_tokens(settings.model, parts.messages, parts.system_prompt, parts.tools)
             if needed > settings.max_input_tokens:

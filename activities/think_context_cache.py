@@ -1,14 +1,16 @@
 """The worker's side of agent_model/think_context.py: each run's current
 window, so a think request needs to carry only what is new.
 
-Bounded by size, least recently used run first. Losing an entry is never an
-error for the run: the activity says ThinkContextMissing and the workflow sends
-the complete request again.
+Bounded by size, least recently used run first. It is the fast path in front of
+the store all workers share (activities/context_store.py): what it lacks is
+fetched from there by digest. Only when both lack something does the activity
+say ThinkContextMissing, and the workflow sends the complete request again.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +45,8 @@ def message_size(message: Message) -> int:
 
 @dataclass
 class _Entry:
-    messages: dict[int, Message] = field(default_factory=dict)
+    messages: dict[int, tuple[str | None, Message]] = field(default_factory=dict)
+    """By id: the message and its digest as the workflow named it."""
     system: tuple[str, str] | None = None
     tools: tuple[str, list[dict[str, Any]]] | None = None
     size: int = 0
@@ -70,53 +73,83 @@ class ThinkContextCache:
     def size(self) -> int:
         return self._size
 
-    def resolve(self, request: ThinkRequest) -> Resolved:
-        """The complete request; remembers it for the run's next think.
-        Raises a non-retryable ThinkContextMissing ApplicationError when the
-        request refers to something this worker does not hold."""
+    def lacking(self, request: ThinkRequest) -> list[tuple[str, str]]:
+        """What the request refers to that neither it nor this cache holds, as
+        (kind, digest) pairs: kind "message", "system" or "tools". A message
+        without a digest (a think scheduled before digests) is ("message", "")."""
+        return self._assemble(request, {})[3]
+
+    def resolve(self, request: ThinkRequest, fetched: Mapping[str, Any] | None = None) -> Resolved:
+        """The complete request, taking what this cache lacks from `fetched`
+        (values by digest, already verified); remembers it for the run's next
+        think. Raises a non-retryable ThinkContextMissing ApplicationError when
+        something is still missing."""
         ref = request.context
         if ref is None:
             return Resolved(request.system_prompt, request.messages, request.tools)
-        entry = self._entries.get(ref.key) or _Entry()
-        new = iter(request.messages)
-        messages: list[Message] = []
-        missing = 0
-        for message_id in ref.window:
-            message = next(new, None) if message_id > ref.known_through else entry.messages.get(message_id)
-            if message is None:
-                missing += 1
-            else:
-                messages.append(message)
-        system = self._part(request.system_prompt, ref.system_digest, entry.system)
-        tools = self._part(request.tools, ref.tools_digest, entry.tools)
-        if missing or system is _MISSING or tools is _MISSING or next(new, None) is not None:
+        messages, system, tools, missing = self._assemble(request, fetched or {})
+        if missing:
             self.misses += 1
+            lost = sum(kind == "message" for kind, _ in missing)
             raise ApplicationError(
-                f"this worker does not hold the run's earlier messages ({missing} of {len(ref.window)} "
-                "missing); the workflow sends them again",
+                f"neither this worker nor the shared store holds the run's earlier messages "
+                f"({lost} of {len(ref.window)} missing); the workflow sends them again",
                 type=CONTEXT_MISSING_ERROR,
                 non_retryable=True,
                 # Expected after a restart or on another worker: logged at DEBUG, no failure metric.
                 category=ApplicationErrorCategory.BENIGN,
             )
-        parts = Resolved(system, messages, tools)
+        parts = Resolved(system, [m for m in messages if m is not None], tools)
         self._store(ref, parts)
         return parts
 
+    def _assemble(
+        self, request: ThinkRequest, fetched: Mapping[str, Any]
+    ) -> tuple[list[Message | None], Any, Any, list[tuple[str, str]]]:
+        ref = request.context
+        assert ref is not None
+        entry = self._entries.get(ref.key) or _Entry()
+        digests = ref.digests if ref.digests is not None and len(ref.digests) == len(ref.window) else None
+        new = iter(request.messages)
+        messages: list[Message | None] = []
+        missing: list[tuple[str, str]] = []
+        for position, message_id in enumerate(ref.window):
+            wanted = digests[position] if digests else None
+            if message_id > ref.known_through:
+                message = next(new, None)
+            else:
+                held = entry.messages.get(message_id)
+                # Ids are never reused within a run; the digest check guards the rest.
+                message = held[1] if held is not None and (wanted is None or held[0] in (None, wanted)) else None
+                if message is None and wanted is not None:
+                    message = fetched.get(wanted)
+            if message is None:
+                missing.append(("message", wanted or ""))
+            messages.append(message)
+        if next(new, None) is not None:
+            missing.append(("message", ""))
+        system = self._part(request.system_prompt, ref.system_digest, entry.system, fetched)
+        tools = self._part(request.tools, ref.tools_digest, entry.tools, fetched)
+        if system is _MISSING:
+            missing.append(("system", ref.system_digest or ""))
+        if tools is _MISSING:
+            missing.append(("tools", ref.tools_digest or ""))
+        return messages, system, tools, missing
+
     @staticmethod
-    def _part(sent: Any, wanted: str | None, held: tuple[str, Any] | None) -> Any:
+    def _part(sent: Any, wanted: str | None, held: tuple[str, Any] | None, fetched: Mapping[str, Any]) -> Any:
         if wanted is None or sent is not None:
             return sent
         if held is not None and held[0] == wanted:
             return held[1]
-        return _MISSING
+        return fetched.get(wanted, _MISSING)
 
     def _store(self, ref: ContextRef, parts: Resolved) -> None:
         old = self._entries.pop(ref.key, None)
         if old is not None:
             self._size -= old.size
         entry = _Entry(
-            messages=dict(zip(ref.window, parts.messages)),
+            messages=dict(zip(ref.window, zip(ref.digests or [None] * len(ref.window), parts.messages))),
             system=(ref.system_digest, parts.system_prompt) if ref.system_digest else None,
             tools=(ref.tools_digest, parts.tools) if ref.tools_digest else None,
             size=sum(map(message_size, parts.messages))

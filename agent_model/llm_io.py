@@ -19,6 +19,10 @@ class ContextRef(BaseModel):
     """One run: "<workflow id>/<run id>"."""
     window: list[int]
     """Ids of the memory window's messages, in the order sent to the model."""
+    digests: list[str] | None = None
+    """Per window message, the start of the sha256 of its canonical JSON
+    (agent_model/think_context.py): a worker that lacks a message fetches it by
+    this from the shared store. None in thinks scheduled before digests existed."""
     known_through: int = -1
     """The worker holds the window's messages with ids up to this one; the
     request's `messages` are the others, in window order."""

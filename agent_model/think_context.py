@@ -10,10 +10,12 @@ Instead the workflow numbers its messages (Memory.ids) and remembers what the
 worker has been sent and acknowledged. A think then carries the window as ids,
 the messages the worker lacks, and the system prompt and tools only when they
 changed. The worker keeps each run's window in a cache
-(activities/think_context_cache.py) and rebuilds the full request. If that
-worker no longer has it (restarted, evicted, or the task went to another
-worker), the activity fails at once with CONTEXT_MISSING_ERROR and the workflow
-sends the complete request, which the worker then caches.
+(activities/think_context_cache.py) and rebuilds the full request. Each window
+message is also named by a short digest of its content, so a worker that lacks
+some (restarted, evicted, or the task went to another worker) fetches them from
+the store all workers share (activities/context_store.py) and verifies them by
+that digest. Only if the store lacks them too does the activity fail at once
+with CONTEXT_MISSING_ERROR, and the workflow sends the complete request.
 
 ContextSync is workflow state; it changes only on activity results, so replay
 rebuilds it exactly.
@@ -25,7 +27,7 @@ import hashlib
 import json
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, PrivateAttr
 
 from agent_model.llm_io import ContextRef, ThinkRequest
 from agent_model.messages import Message, ToolChoice
@@ -34,11 +36,29 @@ CONTEXT_MISSING_ERROR = "ThinkContextMissing"
 """ApplicationError type of a think whose worker lacks what the request refers to."""
 
 
+MESSAGE_DIGEST_CHARS = 16
+"""Hex characters of a message's digest: a full window adds ~2 KB to a think's
+input, and 64 bits still rule out an accidental match."""
+
+
+def canonical(value: Any) -> bytes:
+    """The bytes a digest is taken of, and that the shared store keeps."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return text.encode()
+
+
 def digest(value: Any) -> str | None:
     if value is None:
         return None
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    return hashlib.sha256(canonical(value)).hexdigest()[:32]
+
+
+def message_bytes(message: Message) -> bytes:
+    return canonical(message.model_dump(mode="json"))
+
+
+def message_digest(message: Message) -> str:
+    return hashlib.sha256(message_bytes(message)).hexdigest()[:MESSAGE_DIGEST_CHARS]
 
 
 class ContextSync(BaseModel):
@@ -48,6 +68,8 @@ class ContextSync(BaseModel):
     known_through: int = -1
     system_digest: str | None = None
     tools_digest: str | None = None
+    _digests: dict[int, str] = PrivateAttr(default_factory=dict)
+    """Message digests by id: each message is hashed once, not once per step."""
 
     def build(
         self,
@@ -58,6 +80,8 @@ class ContextSync(BaseModel):
         tool_choice: ToolChoice,
     ) -> ThinkRequest:
         system_digest, tools_digest = digest(system_prompt), digest(tools)
+        known = self._digests
+        self._digests = {i: known.get(i) or message_digest(m) for i, m in window}
         return ThinkRequest(
             llm=llm,
             system_prompt=None if system_digest == self.system_digest else system_prompt,
@@ -67,6 +91,7 @@ class ContextSync(BaseModel):
             context=ContextRef(
                 key=self.key,
                 window=[i for i, _ in window],
+                digests=[self._digests[i] for i, _ in window],
                 known_through=self.known_through,
                 system_digest=system_digest,
                 tools_digest=tools_digest,

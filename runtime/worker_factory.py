@@ -14,6 +14,7 @@ from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from activities.context_store import ContextStore
 from activities.llm import LLMActivities
 from activities.redaction import RedactingInterceptor
 from activities.token_count import encoding_for
@@ -71,7 +72,7 @@ def activities_for(settings: Settings, sandbox: ToolSandbox | None = None) -> li
     workspace = Workspace(settings.workspace_root)
     sandbox = sandbox or tool_sandbox(settings)
     return [
-        LLMActivities(settings.llm).think,
+        LLMActivities(settings.llm, ContextStore(settings.workspace_root)).think,
         WorkspaceActivities(workspace).prepare_workspace,
         PythonExecute(workspace, sandbox=sandbox).run,
         Bash(workspace, sandbox=sandbox).run,

@@ -3,6 +3,7 @@ the worker's ThinkContextCache, and the two together in real runs."""
 
 from __future__ import annotations
 
+import shutil
 import uuid
 
 import pytest
@@ -10,6 +11,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
+from activities.context_store import CONTEXT_DIR_NAME
 from activities.think_context_cache import ThinkContextCache
 from agent_model.llm_io import ThinkRequest
 from agent_model.memory import Memory
@@ -197,7 +199,8 @@ async def test_a_run_sends_each_observation_once_and_the_model_still_sees_everyt
     assert observations_sent == 5
 
 
-async def test_after_a_worker_restart_the_next_think_sends_the_whole_window_again(dev_env, fake_llm, tmp_path):
+async def restart_run(dev_env, fake_llm, tmp_path, between=lambda settings: None):
+    """A run whose worker stops while it waits for an answer; a new worker finishes it."""
     settings = make_settings(fake_llm.base_url, tmp_path / "workspace")
     fake_llm.turns = [
         python("print('before the restart')"),
@@ -215,21 +218,33 @@ async def test_after_a_worker_restart_the_next_think_sends_the_whole_window_agai
         question = None
         while question is None:
             question = await handle.query(AgentWorkflow.pending_question)
+    between(settings)
     # The first worker (and its context cache) is gone; a new one takes over.
     async with build_worker(dev_env.client, settings):
         await handle.execute_update(AgentWorkflow.answer, HumanAnswer(question_id=question.id, text="yes"))
         result = await handle.result()
     assert result.stop_reason == StopReason.TERMINATED
-
     assert_each_request_extends_the_last(fake_llm.requests)
-    assert len(fake_llm.requests) == 4  # the failed lookup never reached the model
-
+    assert len(fake_llm.requests) == 4  # a failed lookup never reaches the model
     history = await handle.fetch_history()
     failures = [
-        e.activity_task_failed_event_attributes.failure
+        e.activity_task_failed_event_attributes.failure.application_failure_info.type
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED
     ]
-    assert [f.application_failure_info.type for f in failures] == [CONTEXT_MISSING_ERROR]
-    inputs = think_inputs(history)
-    assert [ContextSync.is_complete(r) for r in inputs] == [True, False, False, True, False]
+    return failures, [ContextSync.is_complete(r) for r in think_inputs(history)]
+
+
+async def test_after_a_worker_restart_the_next_think_is_served_from_the_shared_store(dev_env, fake_llm, tmp_path):
+    failures, complete = await restart_run(dev_env, fake_llm, tmp_path)
+    assert failures == []
+    assert complete == [True, False, False, False]
+
+
+async def test_when_the_shared_store_lacks_the_window_too_the_workflow_sends_it_again(dev_env, fake_llm, tmp_path):
+    def lose_the_store(settings):
+        shutil.rmtree(settings.workspace_root / CONTEXT_DIR_NAME)
+
+    failures, complete = await restart_run(dev_env, fake_llm, tmp_path, lose_the_store)
+    assert failures == [CONTEXT_MISSING_ERROR]
+    assert complete == [True, False, False, True, False]
