@@ -47,7 +47,7 @@ async def test_a_worker_serves_prometheus_metrics(dev_env, tmp_path):
             result_type=AgentRunResult,
         )
         assert (await handle.result()).succeeded
-        await wait_until(lambda: "durable_manus_tool_duration" in scrape(address), 15, "the tool metric", 0.5)
+        await wait_until(lambda: "durable_manus_tool_duration_ms" in scrape(address), 15, "the tool metric", 0.5)
         text = scrape(address)
     finally:
         await stop_all(worker)

@@ -455,8 +455,8 @@ def _record_duration(seconds: float, outcome: ProcessOutcome) -> None:
         return
     status = "timeout" if outcome.timed_out else ("ok" if outcome.exit_code == 0 else "failed")
     activity.metric_meter().create_histogram_float(
-        "durable_manus_tool_duration", "Seconds a process tool call ran", "s"
-    ).with_additional_attributes({"tool": activity.info().activity_type, "status": status}).record(seconds)
+        "durable_manus_tool_duration_ms", "Milliseconds a process tool call ran", "ms"
+    ).with_additional_attributes({"tool": activity.info().activity_type, "status": status}).record(seconds * 1000)
 
 
 async def _lock_run(path: Path) -> int:
