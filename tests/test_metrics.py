@@ -4,16 +4,12 @@ project's (tool durations, and what the think activity records)."""
 from __future__ import annotations
 
 import urllib.request
-import uuid
 
 import pytest
 
-from agent_model.run import AgentRunInput, AgentRunResult
 from bench.common import free_port
-from tests.e2e_support import child_env, server_address, start_worker, unique_queue, wait_until
+from tests.e2e_support import child_env, run_on_a_worker, wait_until
 from tests.fake_openai import FakeOpenAI, Reply, call
-from tests.test_e2e import stop_all
-from workflows.agent import AgentWorkflow
 
 pytestmark = pytest.mark.e2e
 
@@ -33,25 +29,21 @@ async def test_a_worker_serves_prometheus_metrics(dev_env, tmp_path):
             Reply(tool_calls=[call("terminate", {"status": "success", "answer": "42"})]),
         ]
     ).start()
-    queue = unique_queue("metrics")
     address = f"127.0.0.1:{free_port()}"
-    env = child_env(tmp_path, address=server_address(dev_env), task_queue=queue, base_url=fake.base_url)
-    env.update(DURABLE_MANUS_TOOL_SANDBOX="auto", DURABLE_MANUS_METRICS=address)
-    worker = start_worker(env, tmp_path / "logs")
-    try:
-        handle = await dev_env.client.start_workflow(
-            AgentWorkflow.run,
-            AgentRunInput(task="compute", agent="manus"),
-            id=f"metrics-{uuid.uuid4().hex[:8]}",
-            task_queue=queue,
-            result_type=AgentRunResult,
-        )
-        assert (await handle.result()).succeeded
+    scraped = []
+
+    async def scrape_when_recorded() -> None:
         await wait_until(lambda: "durable_manus_tool_duration_ms" in scrape(address), 15, "the tool metric", 0.5)
-        text = scrape(address)
+        scraped.append(scrape(address))
+
+    try:
+        result = await run_on_a_worker(
+            dev_env, tmp_path, fake.base_url, "compute", scrape_when_recorded, DURABLE_MANUS_METRICS=address
+        )
     finally:
-        await stop_all(worker)
         fake.stop()
+    assert result.succeeded
+    (text,) = scraped
     assert 'tool="python_execute"' in text and 'status="ok"' in text
     assert "temporal_activity_execution_latency" in text  # the SDK's own metrics
 

@@ -218,7 +218,7 @@ except OSError as e:
         abstract.close()
     assert "CONNECTED" not in out, out
     assert not accepted
-    assert f"refused 127.0.0.1" in out and "refused abstract" in out
+    assert "refused 127.0.0.1" in out and "refused abstract" in out
 
 
 FETCH = """

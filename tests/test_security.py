@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from agent_model.run import AgentRunInput, AgentRunResult
-from tests.e2e_support import child_env, server_address, start_worker, unique_queue
+from tests.e2e_support import child_env, run_on_a_worker, server_address, start_worker, unique_queue
 from tests.fake_openai import FakeOpenAI, Reply, call
 from tests.test_e2e import stop_all
 from workflows.agent import AgentWorkflow
@@ -165,25 +165,6 @@ else:
 """
 
 
-async def run_on_a_worker(dev_env, tmp_path, fake: FakeOpenAI, task: str, **env_extra: str) -> AgentRunResult:
-    """One manus run on a worker.py of its own, with the real tool sandbox."""
-    queue = unique_queue("security")
-    env = child_env(tmp_path, address=server_address(dev_env), task_queue=queue, base_url=fake.base_url)
-    env.update(DURABLE_MANUS_TOOL_SANDBOX="auto", **env_extra)
-    worker = start_worker(env, tmp_path / "logs")
-    try:
-        handle = await dev_env.client.start_workflow(
-            AgentWorkflow.run,
-            AgentRunInput(task=task, agent="manus"),
-            id=f"sec-{uuid.uuid4().hex[:8]}",
-            task_queue=queue,
-            result_type=AgentRunResult,
-        )
-        return await handle.result()
-    finally:
-        await stop_all(worker)
-
-
 async def test_tool_code_has_no_route_to_the_temporal_frontend_or_the_llm(dev_env, tmp_path):
     """As an attacker would: from python_execute, connect to the Temporal
     frontend (which could read, terminate and answer every run) and to the LLM
@@ -200,7 +181,7 @@ async def test_tool_code_has_no_route_to_the_temporal_frontend_or_the_llm(dev_en
         Reply(tool_calls=[call("terminate", {"status": "success", "answer": "done"})]),
     ]
     try:
-        result = await run_on_a_worker(dev_env, tmp_path, fake, "look around")
+        result = await run_on_a_worker(dev_env, tmp_path, fake.base_url, "look around")
     finally:
         fake.stop()
     observation = result.steps[0].tool_calls[0].observation
@@ -219,7 +200,7 @@ async def test_a_worker_without_bubblewrap_refuses_tools_and_says_so(dev_env, tm
     ).start()
     try:
         result = await run_on_a_worker(
-            dev_env, tmp_path, fake, "write a file", DURABLE_MANUS_BWRAP=str(tmp_path / "no-bwrap")
+            dev_env, tmp_path, fake.base_url, "write a file", DURABLE_MANUS_BWRAP=str(tmp_path / "no-bwrap")
         )
     finally:
         fake.stop()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import codecs
 import fcntl
 import os
@@ -30,7 +29,7 @@ from agent_model.tool_io import ToolResult
 from activities.tools import seccomp_filter
 from activities.tools.call_cgroup import CallGroup
 from activities.tools.egress_proxy import EgressProxy
-from activities.tools.sandbox import ToolSandbox
+from activities.tools.sandbox import ToolSandbox, no_new_privs
 from activities.workspace import Workspace
 
 HEARTBEAT_INTERVAL = 1.0
@@ -100,8 +99,6 @@ class ProcessOutcome:
     exit_code: int | None
     """Negative for death by signal; None if the process could not be reaped."""
     timed_out: bool
-    report: bytes = b""
-    """What the tool wrote to its report descriptor, at most MAX_REPORT_BYTES."""
     memory_exhausted: bool = False
     """The call's cgroup killed a process at its memory cap."""
 
@@ -287,24 +284,15 @@ class _ClippedText:
 def _child_setup(worker_pid: int):
     # Runs in the forked child before exec. Python warns that preexec_fn is
     # unsafe with threads (the worker has some) because the child may need a
-    # lock another thread held at fork time; this only calls prctl and getppid.
+    # lock another thread held at fork time; this only calls getppid and prctl.
     def setup() -> None:
         # The guard outlives a dead worker just long enough to see its lease
         # pipe close and kill the whole call (cgroup included), then exits.
         if os.getppid() != worker_pid:  # the worker died before the guard started
             os._exit(1)
-        if _prctl is not None:
-            # No exec in the call may gain privileges (setuid binaries, file caps).
-            _prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        no_new_privs()
 
     return setup
-
-
-_PR_SET_NO_NEW_PRIVS = 38
-try:
-    _prctl = ctypes.CDLL(None, use_errno=True).prctl
-except (OSError, AttributeError):  # not Linux
-    _prctl = None
 
 
 async def _wait_with_heartbeats(event: asyncio.Event, deadline: float, lease_write: int) -> bool:

@@ -174,7 +174,7 @@ class ToolSandbox:
         argv = self.command(["/bin/sh", "-c", "exit 0"], run_dir=probe_dir, cwd=probe_dir, seccomp_fd=seccomp)
         try:
             probe = subprocess.run(
-                argv, capture_output=True, timeout=PROBE_TIMEOUT, preexec_fn=_no_new_privs, pass_fds=(seccomp,)
+                argv, capture_output=True, timeout=PROBE_TIMEOUT, preexec_fn=no_new_privs, pass_fds=(seccomp,)
             )
         except (OSError, subprocess.TimeoutExpired) as e:
             return f"bwrap does not start ({e})"
@@ -343,14 +343,13 @@ ROOT_SETUP_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
 """What setpriv needs to change user and empty the bounding set; gone after it."""
 
 _PR_SET_NO_NEW_PRIVS = 38
-
-
-def _no_new_privs() -> None:
-    """Runs in a forked child before exec: no later exec may gain privileges."""
-    _prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-
-
 _prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+
+def no_new_privs() -> None:
+    """Runs in a forked child before exec: no later exec may gain privileges
+    (setuid binaries, file capabilities)."""
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
 
 def _interpreter_dirs() -> list[Path]:
