@@ -301,3 +301,23 @@ async def run_on_a_worker(
         return result
     finally:
         await worker.stop()
+
+
+_STAT_FIELDS = {"pgrp": 2, "session": 3}
+"""Positions in /proc/<pid>/stat after the parenthesised command name (state is 0)."""
+
+
+def live_processes(field: str, value: int) -> list[int]:
+    """Pids of the processes (zombies excepted) whose process group ("pgrp") or
+    session ("session") is `value`."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[_STAT_FIELDS[field]]) == value and fields[0] != "Z":
+            alive.append(int(entry.name))
+    return alive

@@ -23,7 +23,7 @@ from agent_model.run import AgentStatus, StepRecord
 from agent_model.state import AgentState
 from runtime.worker_factory import build_worker
 from tests.conftest import make_settings
-from tests.e2e_support import has_heartbeated, pid_alive, wait_until
+from tests.e2e_support import has_heartbeated, live_processes, pid_alive, wait_until
 from tests.fake_openai import Reply, call, python, terminate
 from tests.test_agent_workflow import start
 from tests.test_planning_flow import FlowScript, plan_reply, start_flow
@@ -65,18 +65,6 @@ def session_of(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[3])
 
 
-def live_in_session(session: int) -> list[int]:
-    alive = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == session and fields[0] != "Z":
-            alive.append(int(entry.name))
-    return alive
 
 
 async def tool_started(pid_file: Path) -> tuple[int, int]:
@@ -126,7 +114,7 @@ async def cancel_while_the_tool_runs(handle, running, pid_file) -> None:
     cancelled_at = time.monotonic()
     await handle.cancel()
     assert await ends_canceled(handle, cancelled_at) < CANCEL_BOUND
-    assert not pid_alive(pid) and live_in_session(session) == []
+    assert not pid_alive(pid) and live_processes("session", session) == []
 
 
 async def test_cancel_during_a_tool_call(dev_env, dev_worker, dev_settings, fake_llm, tmp_path):

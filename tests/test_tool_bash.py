@@ -15,6 +15,7 @@ from activities.tools.bash import NAME, SCHEMA, Bash, schema
 from activities.tools.sandbox import ToolSandbox
 from activities.workspace import Workspace
 from agent_model.tool_io import ToolRequest, ToolResult
+from tests.e2e_support import live_processes
 
 RUN = "run"
 
@@ -32,21 +33,6 @@ async def bash(tool: Bash, command: str, cwd: str | None = None) -> ToolResult:
     return await ActivityEnvironment().run(tool.run, request)
 
 
-def live_processes_in_group(group: int) -> list[int]:
-    """Pids of processes in the process group that are not zombies."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # Fields after the parenthesised command name: state, ppid, pgrp, ...
-        state, _ppid, pgrp = stat.rsplit(")", 1)[1].split()[:3]
-        if int(pgrp) == group and state != "Z":
-            members.append(int(entry.name))
-    return members
 
 
 def process_is_gone(pid: int) -> bool:
@@ -118,9 +104,9 @@ async def test_timeout_kills_every_process_of_the_command(workspace: Workspace) 
     shell = int((run_dir / "shell.pid").read_text())
     background = int((run_dir / "background.pid").read_text())
     deadline = time.monotonic() + 3
-    while live_processes_in_group(shell) and time.monotonic() < deadline:
+    while live_processes("pgrp", shell) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
-    assert live_processes_in_group(shell) == []
+    assert live_processes("pgrp", shell) == []
     assert process_is_gone(background)
 
 
