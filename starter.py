@@ -69,6 +69,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("task", nargs="?", help="what the agent should do")
     parser.add_argument("--agent", default="manus", help=f"agent profile ({', '.join(BUILTIN_PROFILES)}); default manus")
     parser.add_argument("--max-steps", type=int, help="override the agent's step limit (each agent's, in a flow)")
+    parser.add_argument(
+        "--steps-per-run",
+        type=int,
+        help="go on in a new Temporal execution every N steps (default: when the history grows large)",
+    )
     parser.add_argument("--flow", choices=("planning",), help="run a PlanningFlow: plan, then one child agent run per step")
     parser.add_argument(
         "--agents", default="manus", help="with --flow: executor agents, comma-separated; the first is primary (default manus)"
@@ -137,6 +142,8 @@ def validate(args: argparse.Namespace) -> None:
     if not args.task or not args.task.strip():
         raise UsageError('the task is empty; usage: python starter.py "what the agent should do"')
     get_profile(args.agent)  # UnknownAgent is a ValueError with a clear message
+    if args.steps_per_run is not None and args.steps_per_run < 1:
+        raise UsageError("--steps-per-run must be at least 1")
     if args.max_steps is not None and args.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
     if args.flow:
@@ -180,7 +187,11 @@ async def start_run(client: Client, settings: Settings, args: argparse.Namespace
         return await client.start_workflow(
             PlanningFlowWorkflow.run,
             PlanningFlowInput(
-                task=args.task, agents=args.agents, timeout_seconds=args.timeout, max_steps_per_agent=args.max_steps
+                task=args.task,
+                agents=args.agents,
+                timeout_seconds=args.timeout,
+                max_steps_per_agent=args.max_steps,
+                steps_per_run=args.steps_per_run,
             ),
             id=args.run_id or f"flow-{uuid.uuid4().hex[:12]}",
             task_queue=settings.task_queue,
@@ -189,13 +200,18 @@ async def start_run(client: Client, settings: Settings, args: argparse.Namespace
             static_summary=f"planning flow: {summary}",
             search_attributes=attributes,
         )
-    return await client.start_workflow(
+    started = await client.start_workflow(
         AgentWorkflow.run,
-        AgentRunInput(task=args.task, agent=args.agent, max_steps=args.max_steps),
+        AgentRunInput(task=args.task, agent=args.agent, max_steps=args.max_steps, steps_per_run=args.steps_per_run),
         id=args.run_id or f"{args.agent}-{uuid.uuid4().hex[:12]}",
         task_queue=settings.task_queue,
         static_summary=summary,
         search_attributes=attributes,
+    )
+    # Not bound to the first execution: queries and the result follow the run
+    # when it continues as new.
+    return client.get_workflow_handle(
+        started.id, first_execution_run_id=started.first_execution_run_id, result_type=AgentRunResult
     )
 
 

@@ -111,11 +111,12 @@ class ThinkContextCache:
         entry = self._entries.get(ref.key) or _Entry()
         digests = ref.digests if ref.digests is not None and len(ref.digests) == len(ref.window) else None
         new = iter(request.messages)
+        stored = set(ref.stored)
         messages: list[Message | None] = []
         missing: list[tuple[str, str]] = []
         for position, message_id in enumerate(ref.window):
             wanted = digests[position] if digests else None
-            if message_id > ref.known_through:
+            if message_id > ref.known_through and message_id not in stored:
                 message = next(new, None)
             else:
                 held = entry.messages.get(message_id)

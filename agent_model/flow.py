@@ -40,6 +40,8 @@ class PlanningFlowInput(BaseModel):
     llm: str = "default"
     """LLM profile for planning, replanning and the summary."""
     max_steps_per_agent: int | None = None
+    steps_per_run: int | None = None
+    """Passed to each step's agent run (AgentRunInput.steps_per_run)."""
     """Overrides each child agent's max_steps."""
 
     @property

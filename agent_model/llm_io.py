@@ -31,6 +31,10 @@ class ContextRef(BaseModel):
     worker may not hold it."""
     tools_digest: str | None = None
     """Digest of the tool schemas, likewise."""
+    stored: list[int] = []
+    """Ids above known_through that the request does not carry either: the
+    activity that produced them (a think's reply, a tool's observation) wrote
+    them to the shared store, where the worker finds them by digest."""
 
 
 class ThinkRequest(BaseModel):
@@ -51,3 +55,6 @@ class ThinkResponse(BaseModel):
     usage: TokenUsage
     finish_reason: str | None = None
     model: str = ""
+    stored_digest: str | None = None
+    """Digest of `message` as written to the shared context store by the
+    worker (None: not written)."""

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from agent_model.memory import Memory
 from agent_model.messages import ToolChoice
 from agent_model.payload import PAYLOAD_LIMIT, clip, first_within, fit, json_size
+from agent_model.plan import PlanBook
 from agent_model.profiles import AgentProfile
 from agent_model.state import AgentState, StopReason
+from agent_model.think_context import ContextSync
 from agent_model.usage import TokenUsage
 
 
@@ -21,6 +24,11 @@ class AgentRunInput(BaseModel):
     workspace: str | None = None
     """Directory name under the workspace root; default: derived from the run id."""
     tool_choice: ToolChoice | None = None
+    steps_per_run: int | None = None
+    """Steps after which the run goes on in a new execution (continue-as-new);
+    None: only when the history grows large (agent_model/continuation.py)."""
+    carried: CarriedState | None = None
+    """Set when an earlier execution of this run continued as new: where it was."""
 
 
 class ToolCallRecord(BaseModel):
@@ -37,6 +45,28 @@ class StepRecord(BaseModel):
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     usage: TokenUsage = Field(default_factory=TokenUsage)
     note: str | None = None
+
+
+class CarriedState(BaseModel):
+    """What an execution hands to the next one of the same run."""
+
+    profile: AgentProfile
+    """The profile as resolved by the first execution (overrides applied)."""
+    directory: str
+    step: int
+    """Steps taken before the next execution begins."""
+    memory: Memory
+    context: ContextSync
+    """What the workers already hold of the window: the next think sends only what is new."""
+    plans: PlanBook = Field(default_factory=PlanBook)
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    shell_cwd: str | None = None
+    hinted: list[str] = Field(default_factory=list)
+    empty_replies: int = 0
+    records: list[StepRecord] = Field(default_factory=list)
+    """The newest step records, texts cut (agent_model/continuation.py)."""
+    earlier_runs: list[str] = Field(default_factory=list)
+    """Run ids of the earlier executions, oldest first (the newest few; agent_model/continuation.py)."""
 
 
 class HumanQuestion(BaseModel):
@@ -75,6 +105,11 @@ OBSERVATION_LIMIT = 100_000
 """Characters of a tool's output kept in memory, whatever the profile's
 max_observe: the memory window must fit in one think request."""
 IN_HISTORY = "in the run's history"
+
+
+def observe_limit(profile: AgentProfile) -> int:
+    """Characters of one tool output that the profile's agent sees."""
+    return min(profile.max_observe or OBSERVATION_LIMIT, OBSERVATION_LIMIT)
 
 
 def cut(text: str, limit: int) -> str:

@@ -17,6 +17,13 @@ the store all workers share (activities/context_store.py) and verifies them by
 that digest. Only if the store lacks them too does the activity fail at once
 with CONTEXT_MISSING_ERROR, and the workflow sends the complete request.
 
+A message produced by an activity (a think's reply, a tool's observation) is
+already in the run's history once, as that activity's result. Its worker also
+writes it to the shared store and says so with the digest it wrote; when that
+digest is the one the workflow computes for the message it adds to memory, the
+next think names the message instead of carrying it (ContextRef.stored). So
+each observation is written to history once, whichever workers run the steps.
+
 ContextSync is workflow state; it changes only on activity results, so replay
 rebuilds it exactly.
 """
@@ -68,6 +75,9 @@ class ContextSync(BaseModel):
     known_through: int = -1
     system_digest: str | None = None
     tools_digest: str | None = None
+    stored: list[int] = []
+    """Ids above known_through whose messages their producing activity wrote to
+    the shared store."""
     _digests: dict[int, str] = PrivateAttr(default_factory=dict)
     """Message digests by id: each message is hashed once, not once per step."""
 
@@ -82,10 +92,11 @@ class ContextSync(BaseModel):
         system_digest, tools_digest = digest(system_prompt), digest(tools)
         known = self._digests
         self._digests = {i: known.get(i) or message_digest(m) for i, m in window}
+        stored = set(self.stored)
         return ThinkRequest(
             llm=llm,
             system_prompt=None if system_digest == self.system_digest else system_prompt,
-            messages=[m for i, m in window if i > self.known_through],
+            messages=[m for i, m in window if i > self.known_through and i not in stored],
             tools=None if tools_digest == self.tools_digest else tools,
             tool_choice=tool_choice,
             context=ContextRef(
@@ -95,8 +106,20 @@ class ContextSync(BaseModel):
                 known_through=self.known_through,
                 system_digest=system_digest,
                 tools_digest=tools_digest,
+                stored=[i for i, _ in window if i > self.known_through and i in stored],
             ),
         )
+
+    def produced(self, message_id: int, message: Message, stored_digest: str | None) -> None:
+        """An activity produced `message` (now memory's `message_id`) and wrote
+        what it says has `stored_digest` to the shared store: if that is this
+        very message, the next think need not carry it."""
+        if stored_digest is None:
+            return
+        own = message_digest(message)
+        if own == stored_digest:
+            self._digests[message_id] = own
+            self.stored.append(message_id)
 
     @staticmethod
     def is_complete(request: ThinkRequest) -> bool:
@@ -114,8 +137,10 @@ class ContextSync(BaseModel):
         assert ref is not None
         self.known_through = max([self.known_through, *ref.window])
         self.system_digest, self.tools_digest = ref.system_digest, ref.tools_digest
+        self.stored = [i for i in self.stored if i > self.known_through]
 
     def forget(self) -> None:
         """The worker lacked the context: the next request is sent complete."""
         self.known_through = -1
         self.system_digest = self.tools_digest = None
+        self.stored = []

@@ -6,6 +6,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from agent_model.messages import Message, tool_message
+from agent_model.payload import clip
+
 
 class ToolRequest(BaseModel):
     """One tool call, as the workflow hands it to the tool's activity."""
@@ -18,6 +21,12 @@ class ToolRequest(BaseModel):
     cwd: str | None = None
     """bash only: the shell's current directory, carried by the workflow between
     calls. None means the run's directory."""
+    call_id: str | None = None
+    """The model's id for this call. With observe_limit, the worker writes the
+    observation message the workflow will add to memory into the shared
+    context store, so the next think refers to it instead of carrying it."""
+    observe_limit: int | None = None
+    """Characters of the output the observation keeps (see observation_message)."""
 
 
 class ToolResult(BaseModel):
@@ -27,3 +36,18 @@ class ToolResult(BaseModel):
     base64_image: str | None = None
     cwd: str | None = None
     """bash only: the directory the command ended in."""
+    stored_digest: str | None = None
+    """Digest of the observation message this worker wrote to the shared
+    context store (None: not written)."""
+
+
+def observation_text(result: ToolResult) -> str:
+    """What the model is told a tool call gave."""
+    output = result.output or "(no output)"
+    return f"Error: {output}" if result.error else output
+
+
+def observation_message(text: str, call_id: str, tool: str, limit: int) -> Message:
+    """The memory message of a tool call's observation, cut to `limit` characters.
+    Built the same way by the workflow and by the worker that stores it."""
+    return tool_message(clip(text, limit), call_id, tool)

@@ -91,7 +91,7 @@ class AgentProgress:
     def __init__(self, handle: WorkflowHandle, out: TextIO, interactive: bool, indent: str = "") -> None:
         self.handle, self.out, self.interactive, self.indent = handle, out, interactive, indent
         self.printed = 0
-        """Records printed; the next `steps` query asks from there."""
+        """The last step printed; the next `steps` query asks from there."""
         self.last_step = 0
         self.max_steps = 0
         self.announced: str | None = None
@@ -137,7 +137,8 @@ class AgentProgress:
             self._print(step_line(record, self.max_steps))
             self.step_started = time.monotonic()
             self.last_tool = record.tool_calls[-1].name if record.tool_calls else ""
-        self.printed += len(new)
+        if new:
+            self.printed = new[-1].step
         self._progress(status)
         question = status.pending_question
         if question is not None and question.id != self.announced:

@@ -10,14 +10,16 @@ from typing import Any, TextIO
 from temporalio.api.common.v1 import WorkflowExecution as ProtoWorkflowExecution
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest, ResetWorkflowExecutionRequest
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescription, WorkflowExecutionStatus
+from temporalio.client import WorkflowHistory
 from temporalio.client import WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import CancelledError, TerminatedError, TimeoutError as WorkflowTimeoutError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agent_model.flow import PlanningFlowResult
 from agent_model.plan import Plan, StepStatus
-from agent_model.run import AgentRunResult, HumanAnswer, HumanQuestion, StepRecord
+from agent_model.run import AgentRunInput, AgentRunResult, HumanAnswer, HumanQuestion, StepRecord
 from agent_model.state import AgentState
 from agent_model.think_context import CONTEXT_MISSING_ERROR
 from workflows import search_attributes
@@ -251,7 +253,11 @@ def age(started: datetime, now: datetime) -> str:
 
 
 async def list_runs(client: Client, out: TextIO, limit: int = LIST_LIMIT) -> None:
-    query = f'WorkflowType = "{AgentWorkflow.__name__}" OR WorkflowType = "{PlanningFlowWorkflow.__name__}"'
+    # One row per run: the executions a long run continued from are left out.
+    query = (
+        f'(WorkflowType = "{AgentWorkflow.__name__}" OR WorkflowType = "{PlanningFlowWorkflow.__name__}") '
+        'AND ExecutionStatus != "ContinuedAsNew"'
+    )
     now = datetime.now(timezone.utc)
     rows = [("RUN ID", "AGENT/FLOW", "STATE", "STEP", "AGE")]
     async for run in client.list_workflows(query, limit=limit):
@@ -302,8 +308,10 @@ async def records_of(client: Client, run_id: str, out: TextIO | None = None) -> 
         return (await finished_result(client, run_id, description)).steps
     handle = client.get_workflow_handle_for(AgentWorkflow.run, run_id)
     records: list[StepRecord] = []
-    while page := await query(handle, AgentWorkflow.steps, len(records), out=None if records else out):  # one page per answer
+    since = 0
+    while page := await query(handle, AgentWorkflow.steps, since, out=None if records else out):  # one page per answer
         records.extend(page)
+        since = page[-1].step
     return records
 
 
@@ -337,6 +345,33 @@ async def show(client: Client, run_id: str, out: TextIO) -> None:
 # ---- rewind ----------------------------------------------------------------------------
 
 
+def execution_start(client: Client, history: WorkflowHistory) -> tuple[int, str]:
+    """(steps taken before this execution of an agent run, the run id of the
+    execution it continued from, or "")."""
+    started = history.events[0].workflow_execution_started_event_attributes
+    (run,) = client.data_converter.payload_converter.from_payloads(list(started.input.payloads), [AgentRunInput])
+    return (run.carried.step if run.carried else 0), started.continued_execution_run_id
+
+
+def step_thinks(history: WorkflowHistory) -> list[HistoryEvent]:
+    """The think scheduled for each step of one execution, in order."""
+    # A think that found its worker without the run's context was sent again
+    # whole; the resend, not the miss, is that step's think.
+    context_misses = {
+        e.activity_task_failed_event_attributes.scheduled_event_id
+        for e in history.events
+        if e.HasField("activity_task_failed_event_attributes")
+        and e.activity_task_failed_event_attributes.failure.application_failure_info.type == CONTEXT_MISSING_ERROR
+    }
+    return [
+        e
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "think"
+        and e.event_id not in context_misses
+    ]
+
+
 async def rewind(client: Client, run_id: str, to_step: int, out: TextIO) -> str:
     """Reset the run to the workflow task that started step `to_step + 1`: steps
     1..to_step are kept (replayed, not re-run); the rest runs again with the
@@ -346,32 +381,28 @@ async def rewind(client: Client, run_id: str, to_step: int, out: TextIO) -> str:
         raise RunControlError("rewind works on agent runs, not on a planning flow")
     if description.parent_id:
         raise RunControlError(f"run {run_id} is a step of flow {description.parent_id}; rewind works on top-level runs")
-    history = await client.get_workflow_handle(run_id).fetch_history()
-    # A think that found its worker without the run's context was sent again
-    # whole; the resend, not the miss, is that step's think.
-    context_misses = {
-        e.activity_task_failed_event_attributes.scheduled_event_id
-        for e in history.events
-        if e.HasField("activity_task_failed_event_attributes")
-        and e.activity_task_failed_event_attributes.failure.application_failure_info.type == CONTEXT_MISSING_ERROR
-    }
-    think_scheduled = [
-        e
-        for e in history.events
-        if e.HasField("activity_task_scheduled_event_attributes")
-        and e.activity_task_scheduled_event_attributes.activity_type.name == "think"
-        and e.event_id not in context_misses
-    ]
-    steps = len(think_scheduled)
-    if not 0 <= to_step < steps:
+    # A long run is a chain of executions (continue-as-new): find the one in
+    # which step to_step + 1 began, from the newest back.
+    execution, steps_reached = description.run_id, None
+    while True:
+        history = await client.get_workflow_handle(run_id, run_id=execution).fetch_history()
+        steps_before, continued_from = execution_start(client, history)
+        thinks = step_thinks(history)
+        if steps_reached is None:
+            steps_reached = steps_before + len(thinks)
+        if to_step >= steps_before or not continued_from:
+            break
+        execution = continued_from
+    if not 0 <= to_step < steps_reached or to_step - steps_before >= len(thinks):
         raise RunControlError(
-            f"run {run_id} has {steps} step(s) that reached the model; --to-step must be from 0 to {steps - 1}"
+            f"run {run_id} has {steps_reached} step(s) that reached the model; "
+            f"--to-step must be from 0 to {steps_reached - 1}"
         )
-    decided_by = think_scheduled[to_step].activity_task_scheduled_event_attributes.workflow_task_completed_event_id
+    decided_by = thinks[to_step - steps_before].activity_task_scheduled_event_attributes.workflow_task_completed_event_id
     response = await client.workflow_service.reset_workflow_execution(
         ResetWorkflowExecutionRequest(
             namespace=client.namespace,
-            workflow_execution=ProtoWorkflowExecution(workflow_id=run_id, run_id=description.run_id),
+            workflow_execution=ProtoWorkflowExecution(workflow_id=run_id, run_id=execution),
             reason=f"durable-manus rewind to the end of step {to_step}",
             workflow_task_finish_event_id=decided_by,
             request_id=str(uuid.uuid4()),

@@ -16,6 +16,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from activities.context_store import ContextStore
 from activities.llm import LLMActivities
+from activities.produced_messages import ProducedMessagesInterceptor
 from activities.redaction import RedactingInterceptor
 from activities.token_count import encoding_for
 from activities.tools.bash import Bash
@@ -121,7 +122,12 @@ def workflow_runner(settings: Settings) -> WorkflowRunner:
 def build_worker(client: Client, settings: Settings, sandbox: ToolSandbox | None = None, **options: Any) -> Worker:
     options.setdefault("graceful_shutdown_timeout", GRACEFUL_SHUTDOWN)
     options.setdefault("max_heartbeat_throttle_interval", timedelta(seconds=1))
-    options["interceptors"] = [*options.get("interceptors", ()), RedactingInterceptor.for_worker(settings, client)]
+    options["interceptors"] = [
+        *options.get("interceptors", ()),
+        # Outside the redaction, so what it stores is what goes into history.
+        ProducedMessagesInterceptor(ContextStore(settings.workspace_root)),
+        RedactingInterceptor.for_worker(settings, client),
+    ]
     return Worker(
         client,
         task_queue=settings.task_queue,

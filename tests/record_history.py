@@ -16,6 +16,9 @@ and writes the run's event history as JSON. Scenarios:
         with neither text nor a tool call, twice
     flow-cancelled (flow_cancelled.json): a PlanningFlow cancelled while its
         first step's python_execute sleeps (the flow's history only)
+    continued (agent_run_continued.json): a manus run that continues as new
+        after every step (bash cd, python_execute, terminate); the file holds
+        its middle execution, which begins from carried state and continues
 
 The scenarios other than `answered` are written the same way by the code of
 any version, so running this script from an older checkout records what that
@@ -226,11 +229,48 @@ async def record_cancelled_flow(
     return await handle.fetch_history()
 
 
+async def record_continued_chain(
+    client: Client, fake: FakeOpenAI, scratch: Path, workflow_id: str, timeout: float = 60
+) -> list[WorkflowHistory]:
+    """Every execution's history, first to last."""
+    fake.turns = [
+        Reply(tool_calls=[call("bash", {"command": "mkdir -p out && cd out"})]),
+        Reply(tool_calls=[call("python_execute", {"code": "print(6*7)"})]),
+        Reply(tool_calls=[call("terminate", {"status": "success", "answer": FINAL_ANSWER})]),
+    ]
+    settings = unconfined_settings(fake, scratch)
+    async with build_worker(client, settings, identity=IDENTITY):
+        handle = await client.start_workflow(
+            AgentWorkflow.run,
+            AgentRunInput(task=TASK, agent="manus", steps_per_run=1),
+            id=workflow_id,
+            task_queue=settings.task_queue,
+            result_type=AgentRunResult,
+        )
+        result = await asyncio.wait_for(handle.result(), timeout)
+    assert result.final_answer == FINAL_ANSWER and result.steps_taken == 3, result
+    chain, run_id = [], handle.first_execution_run_id
+    while run_id:
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        chain.append(history)
+        last = history.events[-1]
+        run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+    assert len(chain) == 3, len(chain)
+    return chain
+
+
+async def record_continued_run(
+    client: Client, fake: FakeOpenAI, scratch: Path, workflow_id: str, timeout: float = 60
+) -> WorkflowHistory:
+    return (await record_continued_chain(client, fake, scratch, workflow_id, timeout))[1]
+
+
 SCENARIOS = {
     "answered": (HISTORY_PATH.name, HISTORY_WORKFLOW_ID),
     "cancelled": ("agent_run_cancelled.json", "agent-run-cancelled"),
     "empty-reply": ("agent_run_empty_reply.json", "agent-run-empty-reply"),
     "flow-cancelled": ("flow_cancelled.json", "flow-cancelled"),
+    "continued": ("agent_run_continued.json", "agent-run-continued"),
 }
 """Scenario: (default file name in tests/histories/, workflow id)."""
 
@@ -243,6 +283,7 @@ async def record(scenario: str, client: Client, fake: FakeOpenAI, scratch: Path)
         "cancelled": record_cancelled_run,
         "empty-reply": record_empty_reply_run,
         "flow-cancelled": record_cancelled_flow,
+        "continued": record_continued_run,
     }[scenario]
     return await recorder(client, fake, scratch, workflow_id)
 

@@ -14,6 +14,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
+from activities.context_store import CONTEXT_DIR_NAME
 from activities.redaction import ERROR_MESSAGE_LIMIT, REDACTED, RedactingInterceptor, Redactor, worker_secrets
 from agent_model.run import AgentRunInput
 from agent_model.state import AgentState, StopReason
@@ -165,3 +166,8 @@ async def test_a_tool_printing_the_key_is_redacted_before_the_model_sees_it(time
     tool_reply = [m for m in fake_llm.requests[1].messages if m["role"] == "tool"]
     assert tool_reply[0]["content"].strip() == REDACTED
     assert_history_clean(await handle.fetch_history(), expect_redacted=True)
+    # The observation reached the model through the shared context store: the
+    # store holds it as redacted, never the key.
+    blobs = [p.read_bytes() for p in (settings.workspace_root / CONTEXT_DIR_NAME).rglob("*") if p.is_file()]
+    assert any(REDACTED.encode() in blob for blob in blobs)
+    assert not [blob for blob in blobs if KEY.encode() in blob]

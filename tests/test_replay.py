@@ -16,6 +16,9 @@
   as answers; `python tests/record_history.py --scenario NAME` run from that
   checkout), must replay as they ran; the files of the same scenarios
   recorded by the current code show the new endings.
+* tests/histories/agent_run_continued.json is the middle execution of a run
+  that continued as new after every step: it begins from carried state and
+  ends by continuing again.
 """
 
 from __future__ import annotations
@@ -36,12 +39,13 @@ from tests.record_history import (
     HISTORY_PATH,
     HISTORY_WORKFLOW_ID,
     record_agent_run,
+    record_continued_chain,
     replayer,
 )
 from tests.fake_openai import Reply, call, python, terminate
 from tests.test_agent_workflow import start
 from tests.test_planning_flow import FlowScript, plan_reply, start_flow
-from workflows.agent import CANCEL_PATCH, EMPTY_REPLY_PATCH
+from workflows.agent import CANCEL_PATCH, CONTINUE_AS_NEW_PATCH, EMPTY_REPLY_PATCH
 
 
 def committed_json() -> dict:
@@ -125,6 +129,12 @@ async def test_history_recorded_now_replays(dev_env, fake_llm, tmp_path):
     assert (await replayer().replay_workflow(again)).replay_failure is None
 
 
+async def test_every_execution_of_a_continued_run_recorded_now_replays(dev_env, fake_llm, tmp_path):
+    chain = await record_continued_chain(dev_env.client, fake_llm, tmp_path, f"continued-{tmp_path.name[-8:]}")
+    for history in chain:
+        assert (await replayer().replay_workflow(history)).replay_failure is None
+
+
 async def test_planning_flow_history_replays(time_skipping_env, worker, settings, fake_llm):
     fake_llm.responder = FlowScript(
         plan_reply("One", "Two"),
@@ -177,6 +187,7 @@ def patch_ids(data: dict) -> list[str]:
         ("agent_run_empty_reply.json", "agent-run-empty-reply", ["prepare_workspace", "think", "think"], "COMPLETED"),
         ("flow_cancelled_before_patch.json", "flow-cancelled", ["think"], "COMPLETED"),
         ("flow_cancelled.json", "flow-cancelled", ["think"], "CANCELED"),
+        ("agent_run_continued.json", "agent-run-continued", ["think", "python_execute"], "CONTINUED_AS_NEW"),
     ],
 )
 async def test_cancelled_and_empty_reply_histories_replay(name, workflow_id, activities, ending):
@@ -188,6 +199,9 @@ async def test_cancelled_and_empty_reply_histories_replay(name, workflow_id, act
     if "cancelled" in name:
         assert "EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED" in event_types(data)
         assert (CANCEL_PATCH in patches) == (not name.endswith("_before_patch.json"))
+    elif "continued" in name:  # begins from the state the first execution carried
+        assert "continuedExecutionRunId" in data["events"][0]["workflowExecutionStartedEventAttributes"]
+        assert CONTINUE_AS_NEW_PATCH in patches
     else:
         assert (EMPTY_REPLY_PATCH in patches) == (not name.endswith("_before_patch.json"))
     result = await replayer().replay_workflow(as_history(data, workflow_id))

@@ -20,31 +20,38 @@ with workflow.unsafe.imports_passed_through():
     from activities.tools.registry import TOOLS, activity_summary, schemas
     from activities.workspace import PREPARE_WORKSPACE_OPTIONS, workspace_name_for
     from agent_model.llm_io import ThinkResponse
+    from agent_model.continuation import (
+        EARLIER_RUNS_KEPT,
+        carried_plans,
+        compact_records,
+        should_continue_as_new,
+    )
     from agent_model.human import QuestionClosed, QuestionDesk
     from agent_model.memory import Memory
-    from agent_model.messages import Message, ToolCall, ToolChoice, is_empty_reply, tool_message, user_message
+    from agent_model.messages import Message, ToolCall, ToolChoice, is_empty_reply, user_message
     from agent_model.payload import DETAILS_LIMIT, clip, fit, newest_within
     from agent_model.plan import PlanBook, PlanningError, run_command
     from agent_model.profiles import AgentProfile, UnknownAgent, get_profile
     from agent_model.prompting import fill
     from agent_model.run import (
         NOTE_LIMIT,
-        OBSERVATION_LIMIT,
         AgentRunInput,
         AgentRunResult,
         AgentStatus,
+        CarriedState,
         HumanAnswer,
         HumanQuestion,
         StepRecord,
         ToolCallRecord,
         fit_result,
+        observe_limit,
         records_page,
     )
     from agent_model.state import AgentState, StopReason
     from agent_model.stuck import is_stuck, reply_signature
     from agent_model.think_context import CONTEXT_MISSING_ERROR, ContextSync
     from agent_model.tool_arguments import parse_arguments
-    from agent_model.tool_io import ToolRequest, ToolResult
+    from agent_model.tool_io import ToolRequest, ToolResult, observation_message, observation_text
     from agent_model.usage import TokenUsage
     from prompts import agent_notes
     from workflows import search_attributes
@@ -58,6 +65,9 @@ went on with their next step when the call in flight completed anyway."""
 EMPTY_REPLY_PATCH = "empty-reply-is-not-an-answer"
 """workflow.patched() id: an empty reply gets a reminder, a second one in a row
 ends the run in ERROR. Before, it ended the run as a success (answer '')."""
+CONTINUE_AS_NEW_PATCH = "continue-as-new-between-steps"
+"""workflow.patched() id: a long run goes on in a new execution between two
+steps. Runs of earlier versions never did, and must not when replayed."""
 ANSWER_RACE_PATCH = "answer-beats-simultaneous-timeout"
 """workflow.patched() id: an answer accepted in the activation in which the
 question timed out is the model's observation. Before, the model was told of
@@ -111,6 +121,26 @@ class AgentWorkflow:
         self.plans = PlanBook()
         self.workspace = run.workspace or workspace_name_for(workflow.info().workflow_id)
         self.context = ContextSync(key=f"{workflow.info().workflow_id}/{workflow.info().run_id}")
+        self.steps_before = 0
+        """Steps taken by earlier executions of this run (continue-as-new)."""
+        self.earlier_runs: list[str] = []
+        if run.carried is not None:
+            self._resume(run.carried)
+
+    def _resume(self, carried: CarriedState) -> None:
+        """Take up where the previous execution of this run stopped."""
+        self.profile = carried.profile
+        self.directory = carried.directory
+        self.step = self.steps_before = carried.step
+        self.memory = carried.memory
+        self.context = carried.context
+        self.plans = carried.plans
+        self.usage = carried.usage
+        self.shell_cwd = carried.shell_cwd
+        self.hinted = set(carried.hinted)
+        self.empty_replies = carried.empty_replies
+        self.records = carried.records
+        self.earlier_runs = carried.earlier_runs
 
     # ---- the loop -----------------------------------------------------------
 
@@ -118,20 +148,23 @@ class AgentWorkflow:
     async def run(self, run: AgentRunInput) -> AgentRunResult:
         self.state = AgentState.RUNNING
         try:
-            self.profile = self._resolve_profile(run)
-            self.memory = Memory(max_messages=self.profile.max_memory_messages)
-            self.directory = await workflow.execute_activity(
-                "prepare_workspace",
-                self.workspace,
-                result_type=str,
-                summary=f"prepare workspace {self.workspace}",
-                **PREPARE_WORKSPACE_OPTIONS,
-            )
-            self.memory.add(user_message(run.task))
+            if run.carried is None:
+                self.profile = self._resolve_profile(run)
+                self.memory = Memory(max_messages=self.profile.max_memory_messages)
+                self.directory = await workflow.execute_activity(
+                    "prepare_workspace",
+                    self.workspace,
+                    result_type=str,
+                    summary=f"prepare workspace {self.workspace}",
+                    **PREPARE_WORKSPACE_OPTIONS,
+                )
+                self.memory.add(user_message(run.task))
             self._publish_details()
             while self.step < self.profile.max_steps:
                 if self._cancel_ends_run():
                     raise _Cancelled()
+                if self._time_to_continue_as_new(run):
+                    await self._continue_as_new(run)
                 self.step += 1
                 await self._step()
             raise _RunEnded(
@@ -154,6 +187,37 @@ class AgentWorkflow:
             self._finish(AgentState.CANCELLED, StopReason.CANCELLED, agent_notes.CANCELLED_NOTE)
             raise CancelledError(agent_notes.CANCELLED_NOTE)
         return self._finish(*ending)
+
+    def _time_to_continue_as_new(self, run: AgentRunInput) -> bool:
+        info = workflow.info()
+        return should_continue_as_new(
+            suggested=info.is_continue_as_new_suggested(),
+            history_events=info.get_current_history_length(),
+            history_bytes=info.get_current_history_size(),
+            steps_this_run=self.step - self.steps_before,
+            steps_per_run=run.steps_per_run,
+        ) and workflow.patched(CONTINUE_AS_NEW_PATCH)
+
+    async def _continue_as_new(self, run: AgentRunInput) -> None:
+        """Go on in a new execution with this one's state (raises ContinueAsNewError)."""
+        assert self.profile is not None
+        # An answer being handled must finish here, not be lost with this execution.
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        carried = CarriedState(
+            profile=self.profile,
+            directory=self.directory,
+            step=self.step,
+            memory=self.memory,
+            context=self.context,
+            plans=carried_plans(self.plans),
+            usage=self.usage,
+            shell_cwd=self.shell_cwd,
+            hinted=sorted(self.hinted),
+            empty_replies=self.empty_replies,
+            records=compact_records(self.records),
+            earlier_runs=[*self.earlier_runs, workflow.info().run_id][-EARLIER_RUNS_KEPT:],
+        )
+        workflow.continue_as_new(run.model_copy(update={"carried": carried, "workspace": self.workspace}))
 
     def _cancel_ends_run(self) -> bool:
         """True once a cancellation was requested, for runs of this version;
@@ -211,7 +275,7 @@ class AgentWorkflow:
             self._empty_reply(record, response.finish_reason)
             return
         self.empty_replies = 0
-        self.memory.add(reply)
+        self._remember_produced(reply, response.stored_digest)
         try:
             await self._act_on(reply, record)
         finally:
@@ -253,7 +317,9 @@ class AgentWorkflow:
 
         images: list[str] = []
         ended: _RunEnded | _Cancelled | None = None
+        limit = observe_limit(profile)
         for index, call in enumerate(calls):
+            stored_digest = None
             if ended is None and self._cancel_ends_run():
                 ended = _Cancelled()
             if isinstance(ended, _Cancelled):
@@ -265,7 +331,7 @@ class AgentWorkflow:
                 error = True
             else:
                 try:
-                    observation, error, image = await self._act(call, index)
+                    observation, error, image, stored_digest = await self._act(call, index, limit)
                     if call.function.name in profile.special_tools and not error:
                         ended = _RunEnded(StopReason.TERMINATED)
                         self.final_answer = self.final_answer or observation
@@ -273,17 +339,17 @@ class AgentWorkflow:
                     observation, error, image, ended = f"The run ends ({end.reason.value}).", False, None, end
                 if image:
                     images.append(image)
-            observation = clip(observation, min(profile.max_observe or OBSERVATION_LIMIT, OBSERVATION_LIMIT))
+            message = observation_message(observation, call.id, call.function.name, limit)
             record.tool_calls.append(
                 ToolCallRecord(
                     id=call.id,
                     name=call.function.name,
                     arguments=call.function.arguments,
-                    observation=observation,
+                    observation=message.content or "",
                     error=error,
                 )
             )
-            self.memory.add(tool_message(observation, call.id, call.function.name))
+            self._remember_produced(message, stored_digest)
         for image in images:
             self.memory.add(user_message("Image produced by the tool above.", base64_image=image))
         if ended is None and self._cancel_ends_run():
@@ -347,18 +413,18 @@ class AgentWorkflow:
 
     # ---- one tool call ---------------------------------------------------------
 
-    async def _act(self, call: ToolCall, index: int) -> tuple[str, bool, str | None]:
-        """(observation, is_error, image) for one tool call. Tool failures of any
-        kind are observations; only cancellation escapes."""
+    async def _act(self, call: ToolCall, index: int, limit: int) -> tuple[str, bool, str | None, str | None]:
+        """(observation, is_error, image, stored digest) for one tool call. Tool
+        failures of any kind are observations; only cancellation escapes."""
         profile = self.profile
         assert profile is not None
         name = call.function.name
         if name not in profile.tools or name not in TOOLS:
             available = ", ".join(profile.tools)
-            return f"Error: unknown tool '{name}'. Available tools: {available}.", True, None
+            return f"Error: unknown tool '{name}'. Available tools: {available}.", True, None, None
         arguments, error = parse_arguments(name, call.function.arguments)
         if arguments is None:
-            return error, True, None
+            return error, True, None, None
 
         if name == terminate.NAME:
             status = str(arguments.get("status", "success"))
@@ -367,19 +433,21 @@ class AgentWorkflow:
                 self.final_answer = answer
             raise _RunEnded(StopReason.GAVE_UP if status == "failure" else StopReason.TERMINATED)
         if name == ask_human.NAME:
-            return await self._ask_human(str(arguments.get("inquire", "")), index), False, None
+            return await self._ask_human(str(arguments.get("inquire", "")), index), False, None, None
         if name == planning.NAME:
             try:
-                return run_command(self.plans, arguments), False, None
+                return run_command(self.plans, arguments), False, None, None
             except PlanningError as e:
-                return f"Error: {e}", True, None
+                return f"Error: {e}", True, None, None
         if TOOLS[name].runs_in_workflow:  # create_chat_completion
-            return str(arguments.get("response", "")), False, None
+            return str(arguments.get("response", "")), False, None, None
 
         request = ToolRequest(
             workspace=self.workspace,
             arguments=arguments,
             cwd=self.shell_cwd if name == "bash" else None,
+            call_id=call.id,
+            observe_limit=limit,
         )
         try:
             result = await workflow.execute_activity(
@@ -394,17 +462,16 @@ class AgentWorkflow:
         except asyncio.CancelledError:  # its result and the cancellation came together
             if not self._cancel_ends_run():
                 raise
-            return fill(agent_notes.TOOL_CANCELLED_OBSERVATION, tool=name), True, None
+            return fill(agent_notes.TOOL_CANCELLED_OBSERVATION, tool=name), True, None, None
         except ActivityError as e:
             if is_cancellation(e):
                 if not self._cancel_ends_run():
                     raise
-                return fill(agent_notes.TOOL_CANCELLED_OBSERVATION, tool=name), True, None
-            return f"Error: {name} failed: {root_message(e)}", True, None
+                return fill(agent_notes.TOOL_CANCELLED_OBSERVATION, tool=name), True, None, None
+            return f"Error: {name} failed: {root_message(e)}", True, None, None
         if result.cwd:
             self.shell_cwd = result.cwd
-        output = result.output or "(no output)"
-        return (f"Error: {output}" if result.error else output), result.error, result.base64_image
+        return observation_text(result), result.error, result.base64_image, result.stored_digest
 
     async def _ask_human(self, question: str, index: int) -> str:
         profile = self.profile
@@ -436,6 +503,12 @@ class AgentWorkflow:
 
     # ---- helpers -----------------------------------------------------------------
 
+    def _remember_produced(self, message: Message, stored_digest: str | None) -> None:
+        """Adds an activity's message to memory; if its worker stored it, the
+        next think names it instead of carrying it."""
+        self.memory.add(message)
+        self.context.produced(self.memory.ids[-1], message, stored_digest)
+
     def _fill(self, template: str) -> str:
         plan_status = self.plans.get(None).render() if self.plans.active else "No plan yet."
         return fill(template, directory=self.directory, plan_status=plan_status)
@@ -460,6 +533,10 @@ class AgentWorkflow:
         if last is not None:
             outcome = " ".join(last.observation.split())[:120]
             lines.append(f"**last tool** `{last.name}` {'failed' if last.error else 'ok'}: {outcome}")
+        if self.steps_before:
+            lines.append(
+                f"**continued** after step {self.steps_before}, in execution {len(self.earlier_runs) + 1} of this run"
+            )
         if self.desk.pending is not None:
             lines.append(f"**waiting for the user** (question {self.desk.pending.id}): {self.desk.pending.text}")
         if note:
@@ -484,7 +561,7 @@ class AgentWorkflow:
             state=self.state,
             step=self.step,
             max_steps=self.profile.max_steps if self.profile else 0,
-            steps_recorded=len(self.records),
+            steps_recorded=self.records[-1].step if self.records else 0,
             usage=self.usage,
             pending_question=self.desk.pending,
             note=self.note,
@@ -492,9 +569,11 @@ class AgentWorkflow:
 
     @workflow.query
     def steps(self, since: int = 0) -> list[StepRecord]:
-        """Records from index `since` on, as many as fit in one answer: ask
-        again from `since + len(answer)` for the rest."""
-        return records_page(self.records, since)
+        """Records of the steps after step `since`, as many as fit in one
+        answer: ask again from the last one's step for the rest. A long run
+        keeps only its newest records (agent_model/continuation.py)."""
+        first = self.records[0].step if self.records else 1
+        return records_page(self.records, max(0, since - first + 1))
 
     @workflow.query
     def memory_messages(self) -> list[Message]:

@@ -146,7 +146,13 @@ class PlanningFlowWorkflow:
         try:
             result: AgentRunResult = await workflow.execute_child_workflow(
                 AgentWorkflow.run,
-                AgentRunInput(task=task, agent=step.executor, workspace=self.workspace, max_steps=self.input.max_steps_per_agent),
+                AgentRunInput(
+                    task=task,
+                    agent=step.executor,
+                    workspace=self.workspace,
+                    max_steps=self.input.max_steps_per_agent,
+                    steps_per_run=self.input.steps_per_run,
+                ),
                 id=step.run_id,
                 execution_timeout=max(self._time_left(), timedelta(seconds=1)),
                 static_summary=f"step {index + 1} · {step.executor}: {step.text}"[:200],
