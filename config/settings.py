@@ -69,6 +69,11 @@ class Settings(BaseModel):
     calls (clocks, I/O, randomness) as they happen. Off saves ~3 ms of worker
     CPU per agent step (BENCHMARKS.md); determinism then rests on the replay
     tests alone."""
+    worker_deployment_name: str | None = None
+    worker_build_id: str | None = None
+    """Worker Deployment Versioning, opt-in: with both set the worker polls as
+    version <deployment_name>.<build_id> (runtime/worker_factory.py
+    deployment_config; README, "Deploying new code while runs are open")."""
     source: str = "environment"
     """Where the settings came from, for messages."""
 
@@ -146,7 +151,9 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL override `[llm]`;
     WORKSPACE_ROOT overrides `[workspace] root`; DURABLE_MANUS_TOOL_SANDBOX
     overrides `[tools] sandbox`; DURABLE_MANUS_WORKFLOW_SANDBOX (1/0, true/false)
-    overrides `[worker] workflow_sandbox`; TEMPORAL_TASK_QUEUE sets the task queue.
+    overrides `[worker] workflow_sandbox`; DURABLE_MANUS_DEPLOYMENT_NAME and
+    DURABLE_MANUS_BUILD_ID override `[worker] deployment_name` and `build_id`;
+    TEMPORAL_TASK_QUEUE sets the task queue. An empty variable counts as unset.
     """
     env = os.environ if env is None else env
     explicit = path or env.get("DURABLE_MANUS_CONFIG")
@@ -200,8 +207,9 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         raise ConfigError(f"{source}: [tools] memory_mb must be an integer of at least 64, not {memory_mb!r}")
 
     worker = data.get("worker", {})
-    if not isinstance(worker, Mapping) or set(worker) - {"workflow_sandbox"}:
-        raise ConfigError(f"{source}: [worker] accepts only the field workflow_sandbox")
+    worker_fields = {"workflow_sandbox", "deployment_name", "build_id"}
+    if not isinstance(worker, Mapping) or set(worker) - worker_fields:
+        raise ConfigError(f"{source}: [worker] accepts only the fields {', '.join(sorted(worker_fields))}")
     workflow_sandbox = worker.get("workflow_sandbox", True)
     if "DURABLE_MANUS_WORKFLOW_SANDBOX" in env:
         workflow_sandbox = {"1": True, "true": True, "0": False, "false": False}.get(
@@ -209,6 +217,8 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         )
     if not isinstance(workflow_sandbox, bool):
         raise ConfigError(f"{source}: [worker] workflow_sandbox must be true or false, not {workflow_sandbox!r}")
+
+    deployment_name, build_id = _worker_version(source, worker, env)
 
     return Settings(
         llm=llm,
@@ -220,5 +230,34 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         tool_user=tool_user,
         tool_memory_mb=memory_mb,
         workflow_sandbox=workflow_sandbox,
+        worker_deployment_name=deployment_name,
+        worker_build_id=build_id,
         source=source,
     )
+
+
+VERSION_PART_MAX = 255
+"""The server's default limit on a build id (limit.workerBuildIdSize)."""
+
+
+def _worker_version(source: str, worker: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """`[worker] deployment_name` and `build_id` (or their variables): both or neither."""
+    values = {
+        "deployment_name": env.get("DURABLE_MANUS_DEPLOYMENT_NAME") or worker.get("deployment_name"),
+        "build_id": env.get("DURABLE_MANUS_BUILD_ID") or worker.get("build_id"),
+    }
+    for field, value in values.items():
+        if value is None:
+            continue
+        if not isinstance(value, str) or not value.strip() or value != value.strip():
+            raise ConfigError(f"{source}: [worker] {field} must be a non-empty string without surrounding spaces, not {value!r}")
+        if len(value) > VERSION_PART_MAX:
+            raise ConfigError(f"{source}: [worker] {field} is longer than {VERSION_PART_MAX} characters")
+    name, build_id = values["deployment_name"], values["build_id"]
+    if name is not None and "." in name:
+        # The version's canonical form is <deployment_name>.<build_id>.
+        raise ConfigError(f"{source}: [worker] deployment_name must not contain '.', not {name!r}")
+    if (name is None) != (build_id is None):
+        missing = "build_id (DURABLE_MANUS_BUILD_ID)" if build_id is None else "deployment_name (DURABLE_MANUS_DEPLOYMENT_NAME)"
+        raise ConfigError(f"{source}: [worker] {missing} is missing; worker versioning needs both deployment_name and build_id")
+    return name, build_id

@@ -11,7 +11,8 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkerDeploymentConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.context_store import ContextStore
@@ -119,8 +120,45 @@ def workflow_runner(settings: Settings) -> WorkflowRunner:
     return sandboxed_runner() if settings.workflow_sandbox else UnsandboxedWorkflowRunner()
 
 
+VERSIONING_BEHAVIOR = VersioningBehavior.PINNED
+"""With worker versioning on: what a run does when a newer version becomes
+current. The worker's default, so it applies to every workflow type whose
+@workflow.defn does not name one (today both):
+
+* PlanningFlowWorkflow: PINNED. A flow is bounded by its execution timeout
+  (default 3600 s), so the old version drains within that bound; and its
+  children start on the flow's version, so one plan runs on one version.
+* AgentWorkflow: PINNED. A run may wait for a human for up to an hour per
+  ask_human, more than once, so the old version may have to stay up for
+  hours; in return a deploy never changes the code of a run in progress, and
+  a change needs no workflow.patched() guard (AUTO_UPGRADE would move runs to
+  the new code at their next workflow task: every change would need one, as
+  without versioning). A run that continues as new moves to the current
+  version (workflows/agent.py asks for AUTO_UPGRADE then: the new execution
+  starts from carried state, with no old history to replay). Runs whose old workers are
+  gone wait; move them with
+  `temporal workflow update-options --versioning-override-behavior auto_upgrade`
+  once their history replays on the current code (README, "Deploying new
+  code while runs are open")."""
+
+
+def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:
+    """The worker's deployment version when [worker] deployment_name and
+    build_id are set (Worker Deployment Versioning); None: unversioned."""
+    if settings.worker_deployment_name is None or settings.worker_build_id is None:
+        return None
+    return WorkerDeploymentConfig(
+        version=WorkerDeploymentVersion(settings.worker_deployment_name, settings.worker_build_id),
+        use_worker_versioning=True,
+        default_versioning_behavior=VERSIONING_BEHAVIOR,
+    )
+
+
 def build_worker(client: Client, settings: Settings, sandbox: ToolSandbox | None = None, **options: Any) -> Worker:
     options.setdefault("graceful_shutdown_timeout", GRACEFUL_SHUTDOWN)
+    if (versioned := deployment_config(settings)) is not None:
+        options.setdefault("deployment_config", versioned)
+        log.info("worker deployment version %s (%s)", versioned.version.to_canonical_string(), VERSIONING_BEHAVIOR.name)
     options.setdefault("max_heartbeat_throttle_interval", timedelta(seconds=1))
     options["interceptors"] = [
         *options.get("interceptors", ()),

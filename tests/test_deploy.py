@@ -561,3 +561,100 @@ def test_cluster_runs_activities_eagerly_like_the_dev_server():
     assert in_container in mounted, f"{in_container} is not mounted into the temporal service"
     config = yaml.safe_load((REPO / mounted[in_container]).read_text(encoding="utf-8"))
     assert config["system.enableActivityEagerExecution"] == [{"value": True}]
+
+
+# --- (h) metrics: the workers serve them, Prometheus scrapes them ------------
+
+PROMETHEUS_CONFIG = REPO / "deploy" / "prometheus.yml"
+PROMETHEUS_CONFIG_IN_IMAGE = PurePosixPath("/etc/prometheus/prometheus.yml")
+"""Where prom/prometheus reads its configuration unless told otherwise."""
+README = REPO / "README.md"
+
+METRIC_CREATED = re.compile(r"""\.create_(?:counter|histogram|histogram_float|histogram_timedelta|gauge|gauge_float)\(\s*["']([a-z_][a-z0-9_]*)["']""")
+
+
+def worker_metrics_address() -> str:
+    argv = as_argv(worker_service().get("command")) or dockerfile_cmd()
+    options = argv[next(i for i, a in enumerate(argv) if Path(a).name == "worker.py") + 1 :]
+    address = worker.parse_args(options).metrics  # as worker.py reads it (flag, else DURABLE_MANUS_METRICS)
+    if address is None:
+        address = environment(worker_service()).get(worker.METRICS_ENV)
+    assert address, f"the compose worker serves no metrics: pass --metrics HOST:PORT or set {worker.METRICS_ENV}"
+    return address
+
+
+def test_compose_workers_serve_metrics_to_other_containers(monkeypatch):
+    monkeypatch.delenv(worker.METRICS_ENV, raising=False)  # parse_args's default
+    host, _, port = worker_metrics_address().rpartition(":")
+    assert host in ("0.0.0.0", "[::]", "::"), f"metrics on {host} cannot be scraped from another container"
+    assert port.isdigit()
+    assert not worker_service().get("ports"), "a host port for metrics clashes between scaled workers"
+
+
+def prometheus_service() -> tuple[str, dict]:
+    found = [
+        (name, s)
+        for name, s in services().items()
+        for source, target in volume_mounts(s)
+        if source and source.startswith(".") and PurePosixPath(target) == PROMETHEUS_CONFIG_IN_IMAGE
+        and (REPO / source).resolve() == PROMETHEUS_CONFIG.resolve()
+    ]
+    assert len(found) == 1, f"expected one service reading {PROMETHEUS_CONFIG.name}, found {[n for n, _ in found]}"
+    return found[0]
+
+
+def test_prometheus_scrapes_every_worker_container(monkeypatch):
+    monkeypatch.delenv(worker.METRICS_ENV, raising=False)  # parse_args's default
+    _, service = prometheus_service()
+    assert str(service["image"]).startswith("prom/prometheus:")
+    assert "command" not in service, "the image's command reads the mounted configuration"
+    port = int(worker_metrics_address().rpartition(":")[2])
+    config = yaml.safe_load(PROMETHEUS_CONFIG.read_text(encoding="utf-8"))
+    targets = []
+    for job in config["scrape_configs"]:
+        assert job.get("metrics_path", "/metrics") == "/metrics"  # where the SDK's exporter serves them
+        for sd in job.get("dns_sd_configs", []):
+            # type A: every address the service name has, i.e. each scaled container
+            assert sd.get("type") == "A"
+            targets += [(name, sd["port"]) for name in sd["names"]]
+        for static in job.get("static_configs", []):
+            targets += [(t.rpartition(":")[0], int(t.rpartition(":")[2])) for t in static["targets"]]
+    assert (WORKER_SERVICE, port) in targets, f"no scrape job reaches {WORKER_SERVICE}:{port}: {targets}"
+
+    def networks(s):
+        return set(s.get("networks") or ["default"])
+
+    assert networks(service) & networks(worker_service()), "Prometheus cannot reach the workers"
+    assert not networks(service) & networks(services()["postgresql"])
+
+
+def test_readme_names_every_metric_the_code_records():
+    """Metrics created anywhere in the worker's code are listed in README's
+    "Metrics" section (the SDK's own are listed there by prefix)."""
+    created = set()
+    for path in project_modules_of_worker():
+        created.update(METRIC_CREATED.findall(path.read_text(encoding="utf-8")))
+    assert {"durable_manus_tool_duration_ms", "think_context_hits"} <= created  # the scan finds them
+    section = README.read_text(encoding="utf-8").split("\n### Metrics\n", 1)[1].split("\n#", 1)[0]
+    missing = sorted(name for name in created if f"`{name}`" not in section)
+    assert not missing, f"README's Metrics section does not list {missing}"
+
+
+# --- (i) worker versioning ---------------------------------------------------
+
+
+def test_cluster_server_has_worker_versioning_on():
+    """[worker] deployment_name / build_id need Worker Deployment Versioning
+    on the server; the cluster's dynamic config turns it on explicitly."""
+    service = services()["temporal"]
+    path = PurePosixPath("/etc/temporal") / environment(service)["DYNAMIC_CONFIG_FILE_PATH"]
+    source = {PurePosixPath(target): source for source, target in volume_mounts(service)}[path]
+    config = yaml.safe_load((REPO / source).read_text(encoding="utf-8"))
+    assert config["system.enableDeploymentVersions"] == [{"value": True}]
+    assert config["frontend.workerVersioningWorkflowAPIs"] == [{"value": True}]
+
+
+def test_compose_workers_pass_the_worker_version_through():
+    env = environment(worker_service())
+    for name in ("DURABLE_MANUS_DEPLOYMENT_NAME", "DURABLE_MANUS_BUILD_ID"):
+        assert name in env and env[name] is None, f"{name} should come from the host (unset: unversioned)"

@@ -93,11 +93,44 @@ def test_workflow_sandbox_is_on_unless_turned_off(tmp_path):
     "text, env, message",
     [
         ("[worker]\nworkflow_sandbox = 'no'\n", {}, "config.toml: [worker] workflow_sandbox must be true or false, not 'no'"),
-        ("[worker]\nsandbox = true\n", {}, "config.toml: [worker] accepts only the field workflow_sandbox"),
+        ("[worker]\nsandbox = true\n", {}, "config.toml: [worker] accepts only the fields build_id, deployment_name, workflow_sandbox"),
         ("", {"DURABLE_MANUS_WORKFLOW_SANDBOX": "maybe"}, "workflow_sandbox must be true or false, not 'maybe'"),
     ],
 )
 def test_bad_workflow_sandbox_values(tmp_path, text, env, message):
+    with pytest.raises(ConfigError) as err:
+        load_settings(write(tmp_path, text), env=env)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_worker_version_from_the_file_or_the_environment(tmp_path):
+    unversioned = load_settings(EXAMPLE, env={})
+    assert (unversioned.worker_deployment_name, unversioned.worker_build_id) == (None, None)
+    path = write(tmp_path, '[worker]\ndeployment_name = "manus"\nbuild_id = "2024-06-01"\n')
+    from_file = load_settings(path, env={})
+    assert (from_file.worker_deployment_name, from_file.worker_build_id) == ("manus", "2024-06-01")
+    env = {"DURABLE_MANUS_DEPLOYMENT_NAME": "agents", "DURABLE_MANUS_BUILD_ID": "git-3f2a1c9"}
+    overridden = load_settings(path, env=env)
+    assert (overridden.worker_deployment_name, overridden.worker_build_id) == ("agents", "git-3f2a1c9")
+    only_env = load_settings(EXAMPLE, env=env)
+    assert (only_env.worker_deployment_name, only_env.worker_build_id) == ("agents", "git-3f2a1c9")
+    # Compose passes an unset host variable through as empty: that is "not set".
+    empty = load_settings(EXAMPLE, env={"DURABLE_MANUS_DEPLOYMENT_NAME": "", "DURABLE_MANUS_BUILD_ID": ""})
+    assert empty.worker_deployment_name is None and empty.worker_build_id is None
+
+
+@pytest.mark.parametrize(
+    "text, env, message",
+    [
+        ('[worker]\ndeployment_name = "manus"\n', {}, "config.toml: [worker] build_id (DURABLE_MANUS_BUILD_ID) is missing"),
+        ("", {"DURABLE_MANUS_BUILD_ID": "v2"}, "[worker] deployment_name (DURABLE_MANUS_DEPLOYMENT_NAME) is missing"),
+        ('[worker]\ndeployment_name = "durable.manus"\nbuild_id = "v1"\n', {}, "deployment_name must not contain '.'"),
+        ('[worker]\ndeployment_name = "manus"\nbuild_id = 7\n', {}, "[worker] build_id must be a non-empty string"),
+        ('[worker]\ndeployment_name = " "\nbuild_id = "v1"\n', {}, "[worker] deployment_name must be a non-empty string"),
+        ("", {"DURABLE_MANUS_DEPLOYMENT_NAME": "manus", "DURABLE_MANUS_BUILD_ID": "v" * 256}, "build_id is longer than 255"),
+    ],
+)
+def test_bad_worker_versions_are_one_line(tmp_path, text, env, message):
     with pytest.raises(ConfigError) as err:
         load_settings(write(tmp_path, text), env=env)
     assert message in str(err.value) and "\n" not in str(err.value)

@@ -217,7 +217,13 @@ class AgentWorkflow:
             records=compact_records(self.records),
             earlier_runs=[*self.earlier_runs, workflow.info().run_id][-EARLIER_RUNS_KEPT:],
         )
-        workflow.continue_as_new(run.model_copy(update={"carried": carried, "workspace": self.workspace}))
+        workflow.continue_as_new(
+            run.model_copy(update={"carried": carried, "workspace": self.workspace}),
+            # With worker versioning, a pinned run moves to the current version
+            # here: the new execution starts from the carried state, with no
+            # history for the new code to replay (README, "Deploying new code").
+            initial_versioning_behavior=workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE,
+        )
 
     def _cancel_ends_run(self) -> bool:
         """True once a cancellation was requested, for runs of this version;
