@@ -15,9 +15,9 @@ the histories of the executions that made them.
 
 from __future__ import annotations
 
-from agent_model.payload import fit, json_size
+from agent_model.payload import clip, fit, json_size
 from agent_model.plan import PlanBook
-from agent_model.run import StepRecord, fit_records
+from agent_model.run import AgentRunInput, CarriedState, StepRecord, fit_records
 
 HISTORY_EVENTS_PER_RUN = 10_000
 """Events after which a run continues as new even if the server has not
@@ -31,6 +31,12 @@ RECORDS_TEXT_BUDGET = 64_000
 """Characters of thoughts, arguments and observations in the carried records."""
 PLANS_LIMIT = 128 * 1024
 """JSON bytes of the plans carried into the next execution."""
+INPUT_LIMIT = 3 * 512 * 1024
+"""JSON bytes of a continued execution's input: Temporal refuses 2 MiB, and a
+workflow task that cannot continue as new would fail forever."""
+TASK_SHOWN = 2000
+"""Characters of the task repeated in a continued execution's input, for the
+Web UI; the task itself travels in the memory window."""
 EARLIER_RUNS_KEPT = 20
 """Run ids of earlier executions carried, newest last (for --show and --rewind)."""
 
@@ -59,3 +65,14 @@ def should_continue_as_new(
         or history_bytes >= HISTORY_BYTES_PER_RUN
         or (steps_per_run is not None and steps_this_run >= steps_per_run)
     )
+
+
+def continued_input(run: AgentRunInput, carried: CarriedState, workspace: str) -> AgentRunInput:
+    """The input of the next execution; step records are dropped if, beyond
+    all the budgets above, it would still be too large."""
+    continued = run.model_copy(
+        update={"task": clip(run.task, TASK_SHOWN), "carried": carried, "workspace": workspace, "profile": None}
+    )
+    if json_size(continued) > INPUT_LIMIT:
+        continued.carried = carried.model_copy(update={"records": []})
+    return continued

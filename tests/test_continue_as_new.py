@@ -15,6 +15,7 @@ from agent_model.continuation import (
     HISTORY_EVENTS_PER_RUN,
     RECORDS_LIMIT,
     compact_records,
+    continued_input,
     should_continue_as_new,
 )
 from agent_model.flow import FlowOutcome, PlanningFlowResult
@@ -64,8 +65,9 @@ def test_the_carried_state_of_a_maximal_run_fits_in_one_payload():
     memory.add(user_message("the task " * 1000))
     records = []
     for step in range(1, 3001):
-        memory.add(assistant_message(f"thought {step} " + "t" * 3000))
-        memory.add(tool_message("o" * 100_000, f"call-{step}", "bash"))
+        if step > 2900:  # the window holds far fewer anyway
+            memory.add(assistant_message(f"thought {step} " + "t" * 3000))
+            memory.add(tool_message("o" * 100_000, f"call-{step}", "bash"))
         records.append(
             StepRecord(
                 step=step,
@@ -80,8 +82,23 @@ def test_the_carried_state_of_a_maximal_run_fits_in_one_payload():
         profile=PROFILE, directory="/w/run", step=3000, memory=memory, context=ContextSync(key="k"),
         plans=PlanBook(), records=kept, earlier_runs=["r" * 36] * 20,
     )
-    run = AgentRunInput(task="the task " * 1000, profile=PROFILE, carried=carried)
+    run = continued_input(AgentRunInput(task="the task " * 1000, profile=PROFILE), carried, "run")
     assert json_size(run) < 2 * 1024 * 1024  # Temporal's payload limit
+    assert run.carried.records == kept and run.profile is None and len(run.task) < 2100
+
+
+def test_step_records_give_way_when_the_next_input_would_be_too_large():
+    memory = Memory()
+    memory.add(user_message("t" * 600_000))  # the task is always kept, whatever its size
+    for step in range(1, 20):
+        memory.add(assistant_message("a" * 50_000))
+    records = [StepRecord(step=n, thought="r" * 20_000) for n in range(1, 20)]
+    wordy = PROFILE.model_copy(update={"system_prompt": "p" * 1_300_000})  # a profile given with the run
+    carried = CarriedState(
+        profile=wordy, directory="/w", step=19, memory=memory, context=ContextSync(key="k"), records=compact_records(records)
+    )
+    run = continued_input(AgentRunInput(task="t" * 600_000, profile=wordy), carried, "run")
+    assert run.carried.records == [] and json_size(run) < 2 * 1024 * 1024
 
 
 # ---- real runs ------------------------------------------------------------------------

@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
         EARLIER_RUNS_KEPT,
         carried_plans,
         compact_records,
+        continued_input,
         should_continue_as_new,
     )
     from agent_model.human import QuestionClosed, QuestionDesk
@@ -218,7 +219,7 @@ class AgentWorkflow:
             earlier_runs=[*self.earlier_runs, workflow.info().run_id][-EARLIER_RUNS_KEPT:],
         )
         workflow.continue_as_new(
-            run.model_copy(update={"carried": carried, "workspace": self.workspace}),
+            continued_input(run, carried, self.workspace),
             # With worker versioning, a pinned run moves to the current version
             # here: the new execution starts from the carried state, with no
             # history for the new code to replay (README, "Deploying new code").
