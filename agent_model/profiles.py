@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from agent_model.memory import DEFAULT_MAX_MESSAGES
+from agent_model.memory import DEFAULT_MAX_MESSAGES, DEFAULT_MAX_TOKENS
 from agent_model.messages import ToolChoice
 from agent_model.stuck import DEFAULT_DUPLICATE_THRESHOLD
 from prompts import data_analysis, manus, planning, swe, toolcall
@@ -22,7 +22,10 @@ class AgentProfile(BaseModel):
     """Tools whose call ends the run."""
     max_steps: int = 30
     max_observe: int | None = None
-    """Characters of a tool's output kept in memory; None = all."""
+    """Characters of a tool's output kept in memory; None = OBSERVATION_LIMIT
+    (agent_model/run.py), which also caps every larger value. Every built-in
+    profile sets it, so that one step's observations stay a small part of the
+    memory window's budgets."""
     tool_choice: ToolChoice = ToolChoice.AUTO
     finish_on_answer: bool = True
     """In AUTO mode, a reply without a tool call is the final answer."""
@@ -34,6 +37,9 @@ class AgentProfile(BaseModel):
     llm: str = "default"
     """LLM profile name in the worker's config."""
     max_memory_messages: int = DEFAULT_MAX_MESSAGES
+    max_window_tokens: int = DEFAULT_MAX_TOKENS
+    """Estimated tokens of the memory window (agent_model/memory.py): the
+    oldest tool-call groups are dropped beyond it, the task never is."""
 
 
 TOOLCALL = AgentProfile(
@@ -43,6 +49,7 @@ TOOLCALL = AgentProfile(
     next_step_prompt=toolcall.NEXT_STEP_PROMPT,
     tools=["create_chat_completion", "terminate"],
     max_steps=30,
+    max_observe=20000,
 )
 
 MANUS = AgentProfile(
@@ -62,6 +69,7 @@ SWE = AgentProfile(
     next_step_prompt=swe.NEXT_STEP_PROMPT,
     tools=["bash", "str_replace_editor", "terminate"],
     max_steps=20,
+    max_observe=20000,
     max_tool_calls_per_step=1,
 )
 
@@ -83,6 +91,7 @@ PLANNING = AgentProfile(
     next_step_prompt=planning.NEXT_STEP_PROMPT,
     tools=["planning", "terminate"],
     max_steps=20,
+    max_observe=20000,
 )
 
 BUILTIN_PROFILES: dict[str, AgentProfile] = {

@@ -105,6 +105,10 @@ OBSERVATION_LIMIT = 100_000
 """Characters of a tool's output kept in memory, whatever the profile's
 max_observe: the memory window must fit in one think request."""
 IN_HISTORY = "in the run's history"
+MAX_TOOL_CALLS_PER_REPLY = 32
+"""Tool calls of one reply that the run keeps and answers. Each call gets an
+observation in memory, so a reply of thousands of tiny calls (it may be up to
+512 KiB) would make a window no payload can carry; the rest are dropped."""
 
 
 def observe_limit(profile: AgentProfile) -> int:

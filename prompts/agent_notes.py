@@ -47,3 +47,9 @@ NOT_RUN_CANCELLED = "Not run: the run was cancelled."
 TOOL_CANCELLED_OBSERVATION = "Cancelled: the run was cancelled while {tool} ran; the call was stopped."
 
 HUMAN_CANCELLED_OBSERVATION = "Not answered: the run was cancelled while waiting for the user's answer."
+
+TOO_MANY_CALLS_REMINDER = (
+    "Your last reply asked for {asked} tool calls; only the first {kept} were kept and run. "
+    "Ask for fewer calls per reply."
+)
+TOO_MANY_CALLS_STEP_NOTE = "{dropped} tool call(s) beyond the first {kept} of the reply were dropped"

@@ -14,7 +14,7 @@ from temporalio.exceptions import CancelledError
 
 from agent_model.messages import ToolChoice
 from agent_model.profiles import AgentProfile
-from agent_model.run import AgentRunInput, AgentRunResult, HumanAnswer, HumanQuestion
+from agent_model.run import MAX_TOOL_CALLS_PER_REPLY, AgentRunInput, AgentRunResult, HumanAnswer, HumanQuestion
 from agent_model.state import AgentState, StopReason
 from prompts import agent_notes
 from runtime.worker_factory import build_worker
@@ -237,6 +237,19 @@ async def test_one_tool_call_per_reply_when_the_profile_says_so(time_skipping_en
     assert first["content"].strip() == "1"
     assert second["content"].startswith("Error: only 1 tool call")
     assert result.succeeded
+
+
+async def test_a_reply_of_thousands_of_tool_calls_keeps_the_first_few(time_skipping_env, worker, settings, fake_llm):
+    many = [call("no_such_tool", {"n": n}) for n in range(3000)]
+    fake_llm.turns = [Reply(tool_calls=many), terminate()]
+    result = await run(time_skipping_env, settings)
+    assert result.succeeded
+    assert len(result.steps[0].tool_calls) == MAX_TOOL_CALLS_PER_REPLY
+    assert "2968 tool call(s) beyond the first 32" in result.steps[0].note
+    after = fake_llm.requests[1].messages
+    (reply,) = [m for m in after if m["role"] == "assistant"]
+    assert len(reply["tool_calls"]) == MAX_TOOL_CALLS_PER_REPLY == len(tool_messages(fake_llm.requests[1]))
+    assert "asked for 3000 tool calls; only the first 32" in after[-2]["content"]
 
 
 async def test_required_tool_choice_reminds_instead_of_finishing(time_skipping_env, worker, settings, fake_llm):

@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
         CarriedState,
         HumanAnswer,
         HumanQuestion,
+        MAX_TOOL_CALLS_PER_REPLY,
         StepRecord,
         ToolCallRecord,
         fit_result,
@@ -69,6 +70,9 @@ ends the run in ERROR. Before, it ended the run as a success (answer '')."""
 CONTINUE_AS_NEW_PATCH = "continue-as-new-between-steps"
 """workflow.patched() id: a long run goes on in a new execution between two
 steps. Runs of earlier versions never did, and must not when replayed."""
+TOOL_CALL_CAP_PATCH = "tool-calls-per-reply-capped"
+"""workflow.patched() id: a reply's tool calls beyond MAX_TOOL_CALLS_PER_REPLY
+are dropped. Before, every call was run and answered."""
 ANSWER_RACE_PATCH = "answer-beats-simultaneous-timeout"
 """workflow.patched() id: an answer accepted in the activation in which the
 question timed out is the model's observation. Before, the model was told of
@@ -151,7 +155,7 @@ class AgentWorkflow:
         try:
             if run.carried is None:
                 self.profile = self._resolve_profile(run)
-                self.memory = Memory(max_messages=self.profile.max_memory_messages)
+                self.memory = Memory.for_profile(self.profile)
                 self.directory = await workflow.execute_activity(
                     "prepare_workspace",
                     self.workspace,
@@ -282,6 +286,12 @@ class AgentWorkflow:
             self._empty_reply(record, response.finish_reason)
             return
         self.empty_replies = 0
+        asked = len(reply.tool_calls or [])
+        if asked > MAX_TOOL_CALLS_PER_REPLY and workflow.patched(TOOL_CALL_CAP_PATCH):
+            reply = reply.model_copy(update={"tool_calls": reply.tool_calls[:MAX_TOOL_CALLS_PER_REPLY]})
+            record.note = fill(
+                agent_notes.TOO_MANY_CALLS_STEP_NOTE, dropped=asked - MAX_TOOL_CALLS_PER_REPLY, kept=MAX_TOOL_CALLS_PER_REPLY
+            )
         self._remember_produced(reply, response.stored_digest)
         try:
             await self._act_on(reply, record)
@@ -289,6 +299,10 @@ class AgentWorkflow:
             # Published whole: followers never see a step that is half done.
             self.records.append(record)
             self._publish_details()
+        if asked > len(reply.tool_calls or []):
+            self.memory.add(
+                user_message(fill(agent_notes.TOO_MANY_CALLS_REMINDER, asked=asked, kept=MAX_TOOL_CALLS_PER_REPLY))
+            )
         self._hint_if_stuck(reply)
 
     def _empty_reply(self, record: StepRecord, finish_reason: str | None) -> None:
@@ -370,11 +384,14 @@ class AgentWorkflow:
         while True:
             if self._cancel_ends_run():
                 raise _Cancelled()
+            system_prompt, tools = self._fill(profile.system_prompt) or None, schemas(profile.tools) or None
+            # A complete resend of this request must fit in one payload.
+            self.memory.reserve(system_prompt, tools)
             request = self.context.build(
                 llm=profile.llm,
-                system_prompt=self._fill(profile.system_prompt) or None,
+                system_prompt=system_prompt,
                 window=self.memory.numbered_window(),
-                tools=schemas(profile.tools) or None,
+                tools=tools,
                 tool_choice=profile.tool_choice,
             )
             complete = self.context.is_complete(request)
@@ -513,8 +530,7 @@ class AgentWorkflow:
     def _remember_produced(self, message: Message, stored_digest: str | None) -> None:
         """Adds an activity's message to memory; if its worker stored it, the
         next think names it instead of carrying it."""
-        self.memory.add(message)
-        self.context.produced(self.memory.ids[-1], message, stored_digest)
+        self.context.produced(self.memory.add(message), message, stored_digest)
 
     def _fill(self, template: str) -> str:
         plan_status = self.plans.get(None).render() if self.plans.active else "No plan yet."
