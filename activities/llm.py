@@ -21,6 +21,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 from activities.context_store import ContextStore
+from activities.lost_worker import release_run_from_lost_worker
 from activities.think_context_cache import Resolved, ThinkContextCache
 from activities.token_count import count_prompt_tokens
 from agent_model.llm_io import ThinkRequest, ThinkResponse
@@ -37,7 +38,7 @@ from agent_model.think_context import (
 from config.settings import LLMSettings
 
 HEARTBEAT_INTERVAL = 1.0
-"""Seconds between heartbeats while waiting for the model. A cancellation
+"""Seconds between heartbeats while a think runs. A cancellation
 reaches the activity only in a heartbeat's response, so this (with the worker's
 max_heartbeat_throttle_interval of 1 s) bounds how long a cancelled run's call
 goes on."""
@@ -76,8 +77,9 @@ NON_RETRYABLE_ERRORS = [
 THINK_OPTIONS: dict[str, Any] = dict(
     # One model call may legitimately take minutes (long outputs, slow models).
     start_to_close_timeout=timedelta(minutes=10),
-    # Heartbeats every second: a dead worker is noticed in seconds, not minutes.
-    heartbeat_timeout=timedelta(seconds=10),
+    # Heartbeats every second: 4 s of silence (three missed beats, the event loop
+    # stalled at most ~0.35 s under load: BENCHMARKS.md, P4) means a dead worker.
+    heartbeat_timeout=timedelta(seconds=4),
     retry_policy=RetryPolicy(
         # Rate limits and outages pass; OpenManus waited up to 60 s, 6 attempts.
         initial_interval=timedelta(seconds=1),
@@ -200,6 +202,18 @@ def check_reply_size(message: Message) -> None:
         raise reply_too_large(f"the reply has {size} bytes of content and tool calls, over the limit of {MAX_REPLY_BYTES}")
 
 
+def record_call(llm: str, model: str, seconds: float, usage: TokenUsage) -> None:
+    """The worker's metrics of one answered LLM call (worker.py --metrics)."""
+    meter = activity.metric_meter().with_additional_attributes({"llm": llm, "model": model})
+    meter.create_histogram("durable_manus_think_llm_ms", "Milliseconds the model took to answer a think", "ms").record(
+        round(seconds * 1000)
+    )
+    meter.create_counter("durable_manus_prompt_tokens", "Prompt tokens the model reported").add(usage.prompt_tokens)
+    meter.create_counter("durable_manus_completion_tokens", "Completion tokens the model reported").add(
+        usage.completion_tokens
+    )
+
+
 def _fetch(store: ContextStore, lacking: list[tuple[str, str]]) -> dict[str, Any]:
     """What the store holds of `lacking`, parsed; the store has verified each blob's digest."""
     found: dict[str, Any] = {}
@@ -304,6 +318,24 @@ class LLMActivities:
 
     @activity.defn(name="think")
     async def think(self, request: ThinkRequest) -> ThinkResponse:
+        # Heartbeats cover the whole attempt, not only the wait for the model:
+        # fetching a window from the shared store may take a while too.
+        work = asyncio.ensure_future(self._answer(request))
+        try:
+            while True:
+                done, _ = await asyncio.wait({work}, timeout=HEARTBEAT_INTERVAL)
+                if done:
+                    return work.result()
+                activity.heartbeat()
+        finally:
+            if not work.done():  # cancelled while waiting: abandon the model's call
+                work.cancel()
+                # The endpoint sees the connection close before the run hears that
+                # the think is over.
+                await asyncio.wait({work}, timeout=ABANDON_WAIT)
+
+    async def _answer(self, request: ThinkRequest) -> ThinkResponse:
+        await release_run_from_lost_worker()
         settings = self._profiles.get(request.llm)
         if settings is None:
             raise ApplicationError(
@@ -324,24 +356,14 @@ class LLMActivities:
         # The parameters are already in wire format: posting them directly skips
         # chat.completions.create's walk over every message and tool schema,
         # ~20 ms of CPU per call with a full memory window (BENCHMARKS.md, P1).
-        call = asyncio.ensure_future(self._complete(request.llm, request_params(settings, request, parts)))
+        body = request_params(settings, request, parts)
+        asked = time.monotonic()
         try:
-            while True:
-                done, _ = await asyncio.wait({call}, timeout=HEARTBEAT_INTERVAL)
-                if done:
-                    break
-                activity.heartbeat()
-            completion = call.result()
+            completion = await self._complete(request.llm, body)
         except openai.OpenAIError as e:
             raise classify(e, settings.model) from None
         except httpx2.TransportError as e:  # while reading the body, outside the SDK
             raise classify(as_sdk_error(e), settings.model) from None
-        finally:
-            if not call.done():  # cancelled while waiting: abandon the model's call
-                call.cancel()
-                # The endpoint sees the connection close before the run hears that
-                # the think is over.
-                await asyncio.wait({call}, timeout=ABANDON_WAIT)
 
         if not completion.choices:
             raise ApplicationError("LLM answered with no choices", type="LLMEmptyResponse")
@@ -355,6 +377,7 @@ class LLMActivities:
             prompt_tokens=completion.usage.prompt_tokens if completion.usage else 0,
             completion_tokens=completion.usage.completion_tokens if completion.usage else 0,
         )
+        record_call(request.llm, settings.model, time.monotonic() - asked, usage)
         message = assistant_message(choice.message.content, tool_calls)
         check_reply_size(message)
         return ThinkResponse(

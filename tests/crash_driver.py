@@ -86,8 +86,8 @@ TOOL_SLEEP_SECONDS = 25.0
 """How long the first execution of the tool at the kill point sleeps (under
 python_execute's own 30 s timeout)."""
 RESUME_LIMIT_SECONDS = 30.0
-"""Largest acceptable resume: heartbeat timeouts are 10 s (think) and 15 s
-(python_execute); start_to_close timeouts are 2-10 minutes."""
+"""Largest acceptable resume: heartbeat timeouts are 4 s (think, tools) and the
+workflow task timeout 10 s; start_to_close timeouts are 2-10 minutes."""
 RUN_TIMEOUT_SECONDS = 150.0
 """Upper bound for one run, kill and resume included."""
 KILL_POINT_TIMEOUT_SECONDS = 60.0

@@ -46,7 +46,7 @@ TASK = "Compute 17*23 with python and tell me the result"
 ANSWER = "17*23 = 391"
 RUN_TIMEOUT = 60.0
 """Upper bound for one run on this machine; normal runs take a few seconds."""
-THINK_HEARTBEAT_TIMEOUT = 10.0
+THINK_HEARTBEAT_TIMEOUT = 4.0
 """activities.llm.THINK_OPTIONS heartbeat_timeout, restated so a change is noticed."""
 
 

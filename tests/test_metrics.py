@@ -45,6 +45,8 @@ async def test_a_worker_serves_prometheus_metrics(dev_env, tmp_path):
     assert result.succeeded
     (text,) = scraped
     assert 'tool="python_execute"' in text and 'status="ok"' in text
+    assert "durable_manus_think_llm_ms" in text and 'llm="default"' in text
+    assert "durable_manus_prompt_tokens" in text and "durable_manus_completion_tokens" in text
     assert "temporal_activity_execution_latency" in text  # the SDK's own metrics
 
 

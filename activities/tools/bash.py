@@ -15,7 +15,13 @@ from temporalio import activity
 from temporalio.common import RetryPolicy
 
 from agent_model.tool_io import ToolRequest, ToolResult
-from activities.tools.process import ProcessTool, read_report, required_string
+from activities.tools.process import (
+    TOOL_HEARTBEAT_TIMEOUT,
+    TOOL_RETRY_INTERVAL,
+    ProcessTool,
+    read_report,
+    required_string,
+)
 from activities.workspace import Workspace
 
 NAME = "bash"
@@ -59,9 +65,12 @@ SCHEMA = schema()
 OPTIONS: dict = {
     # Must outlast the command timeout (default 120 s) plus start-up and kill.
     "start_to_close_timeout": timedelta(minutes=4),
-    # run_limited heartbeats every second, so 15 s of silence means a dead worker.
-    "heartbeat_timeout": timedelta(seconds=15),
+    # run_limited heartbeats every second: 4 s of silence means a dead worker
+    # (process.TOOL_HEARTBEAT_TIMEOUT says why 4 s, and why the lease is shorter).
+    "heartbeat_timeout": TOOL_HEARTBEAT_TIMEOUT,
     "retry_policy": RetryPolicy(
+        # The shortest wait the server makes (process.TOOL_RETRY_INTERVAL).
+        initial_interval=TOOL_RETRY_INTERVAL,
         # Command failures come back as results, so a retry only follows a lost
         # worker; the command then runs again, which is the lesser evil.
         maximum_attempts=3,

@@ -42,7 +42,8 @@ RLIMITS = {
 
 
 def parse(argv: list[str]) -> tuple[dict, list[str]]:
-    options: dict = {"lease_fd": None, "lease": 10.0, "hold": [], "cgroup": [], "rlimit": []}
+    # The worker always passes --lease (process.LEASE_SECONDS); the default is the same.
+    options: dict = {"lease_fd": None, "lease": 3.0, "hold": [], "cgroup": [], "rlimit": []}
     split = argv.index("--")
     words, command = argv[:split], argv[split + 1 :]
     for word in words:

@@ -20,12 +20,14 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agent_model.tool_io import ToolResult
+from activities.lost_worker import release_run_from_lost_worker
 from activities.tools import seccomp_filter
 from activities.tools.call_cgroup import CallGroup
 from activities.tools.egress_proxy import EgressProxy
@@ -36,13 +38,33 @@ HEARTBEAT_INTERVAL = 1.0
 """Seconds between activity heartbeats (and lease renewals) while a child runs.
 A cancellation reaches the activity only in a heartbeat's response, so this
 (with the worker's max_heartbeat_throttle_interval of 1 s) bounds how long a
-cancelled run's processes live; a dead worker shows within the tools' 15 s
+cancelled run's processes live; a dead worker shows within the tools'
 heartbeat timeout."""
 
-LEASE_SECONDS = 8.0
+TOOL_HEARTBEAT_TIMEOUT = timedelta(seconds=4)
+"""Heartbeat timeout of the tool activities (bash, python_execute,
+str_replace_editor). With a heartbeat every second it allows three missed
+beats: the worker's event loop, which sends them, stalled at most ~0.35 s
+(and a full GC ~0.4 s) with 200 runs saturating 2 cores (BENCHMARKS.md, P4),
+so only a dead or frozen worker goes silent this long. Its retry starts
+TOOL_RETRY_INTERVAL later on a live worker: ~5 s after the crash."""
+
+TOOL_RETRY_INTERVAL = timedelta(seconds=1)
+"""First retry interval of the tool activities. Tool failures come back as
+results, so a retry follows a lost worker and has nothing to back off from,
+but the server rounds a retry interval up to whole seconds (measured: 0.1 s
+and 0.5 s both wait 1 s), so 1 s is the shortest there is. The retry then
+waits for the run's tool lock, which the lost attempt's guard holds until its
+processes are gone."""
+
+LEASE_SECONDS = 3.0
 """The guard kills the call when the worker has not renewed its lease (every
-HEARTBEAT_INTERVAL) for this long: a frozen worker's call ends within seconds
-instead of running beside its retry."""
+HEARTBEAT_INTERVAL) for this long: a frozen worker's call ends before the
+server gives up on it (TOOL_HEARTBEAT_TIMEOUT, 1 s more) and retries it
+elsewhere, instead of running beside the retry. Two missed renewals are
+still tolerated, five times the longest event-loop stall measured."""
+
+assert LEASE_SECONDS < TOOL_HEARTBEAT_TIMEOUT.total_seconds(), "a retry could start beside a frozen attempt"
 
 LOCK_POLL_INTERVAL = 0.2
 """Seconds between tries for the run's tool lock while an earlier attempt ends."""
@@ -193,7 +215,8 @@ async def run_limited(
         timed_out = not await _wait_with_heartbeats(protocol.exited, started + timeout, lease_write)
         if timed_out:
             _kill_group(guard_group)
-            await _wait_bounded(protocol.exited, REAP_TIMEOUT)
+            # Still heartbeating: REAP_TIMEOUT is longer than the heartbeat timeout.
+            await _wait_with_heartbeats(protocol.exited, time.monotonic() + REAP_TIMEOUT, lease_write)
         await _wait_bounded(protocol.output_closed, OUTPUT_DRAIN_GRACE)
         finished = True
     finally:
@@ -379,6 +402,7 @@ class ProcessTool:
     ) -> ProcessOutcome:
         """Run argv for the run `run_name`, in `cwd` (default: the run directory).
         report_fd: see run_limited."""
+        await release_run_from_lost_worker()
         run_dir = self.workspace.run_dir(run_name)
         self.sandbox.prepare_run_dir(run_dir)
         lock_path = self.workspace.history_dir(run_name) / "tools.lock"

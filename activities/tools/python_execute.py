@@ -9,7 +9,7 @@ from temporalio import activity
 from temporalio.common import RetryPolicy
 
 from agent_model.tool_io import ToolRequest, ToolResult
-from activities.tools.process import ProcessTool, required_string
+from activities.tools.process import TOOL_HEARTBEAT_TIMEOUT, TOOL_RETRY_INTERVAL, ProcessTool, required_string
 from activities.workspace import Workspace
 
 NAME = "python_execute"
@@ -42,9 +42,12 @@ OPTIONS: dict = {
     # Must outlast the tool's own timeout (default 30 s) plus start-up and
     # kill; the tool's timeout, not this one, normally ends a runaway program.
     "start_to_close_timeout": timedelta(minutes=2),
-    # run_limited heartbeats every second, so 15 s of silence means a dead worker.
-    "heartbeat_timeout": timedelta(seconds=15),
+    # run_limited heartbeats every second: 4 s of silence means a dead worker
+    # (process.TOOL_HEARTBEAT_TIMEOUT says why 4 s, and why the lease is shorter).
+    "heartbeat_timeout": TOOL_HEARTBEAT_TIMEOUT,
     "retry_policy": RetryPolicy(
+        # The shortest wait the server makes (process.TOOL_RETRY_INTERVAL).
+        initial_interval=TOOL_RETRY_INTERVAL,
         # Program failures come back as results, so a retry only follows a lost
         # worker; the program then runs again, which is the lesser evil.
         maximum_attempts=3,

@@ -30,6 +30,7 @@ import json
 import os
 import stat
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -41,8 +42,9 @@ from temporalio.common import RetryPolicy
 
 from agent_model.tool_io import ToolRequest, ToolResult
 from activities import safe_files
+from activities.lost_worker import release_run_from_lost_worker
 from activities.safe_files import Beneath, FileTooLarge, OutsideRoot, UnsafeFile
-from activities.tools.process import bad_arguments
+from activities.tools.process import HEARTBEAT_INTERVAL, TOOL_HEARTBEAT_TIMEOUT, TOOL_RETRY_INTERVAL, bad_arguments
 from activities.workspace import PathOutsideWorkspace, Workspace
 
 NAME = "str_replace_editor"
@@ -111,10 +113,15 @@ SCHEMA = {
 }
 
 OPTIONS: dict = {
-    # Reading or writing one file (at most 10 MiB) takes milliseconds; 10 s also
-    # bounds how long a run waits when its worker dies mid-call (no heartbeat).
+    # Reading or writing one file (at most 10 MiB) takes milliseconds; 10 s
+    # bounds a filesystem that stalls.
     "start_to_close_timeout": timedelta(seconds=10),
+    # A call heartbeats every second after its first (most send none), so a
+    # worker that dies mid-call is noticed as fast as in the other tools.
+    "heartbeat_timeout": TOOL_HEARTBEAT_TIMEOUT,
     "retry_policy": RetryPolicy(
+        # The shortest wait the server makes (process.TOOL_RETRY_INTERVAL).
+        initial_interval=TOOL_RETRY_INTERVAL,
         # Safe to retry: view only reads, and a retried edit or undo recognises
         # its own earlier attempt (see the module docstring) instead of repeating it.
         maximum_attempts=3,
@@ -152,18 +159,27 @@ class StrReplaceEditor:
         if not isinstance(path, str) or not path:
             raise bad_arguments("str_replace_editor needs a non-empty string argument 'path'.")
         self.workspace.run_dir(request.workspace)  # rejects a bad run name early
-        work = asyncio.to_thread(self._run, request.workspace, command, path, arguments, _current_attempt())
+        await release_run_from_lost_worker()
+        work = asyncio.ensure_future(
+            asyncio.to_thread(self._run, request.workspace, command, path, arguments, _current_attempt())
+        )
+        deadline = time.monotonic() + self.deadline_seconds
         try:
-            return await asyncio.wait_for(work, self.deadline_seconds)
-        except TimeoutError:
-            # The thread may still be stuck; the activity answers regardless.
-            return ToolResult(
-                output=(
-                    f"str_replace_editor did not finish within {self.deadline_seconds:g} s; "
-                    f"{path} may or may not have been changed. View it before retrying."
-                ),
-                error=True,
-            )
+            while (remaining := deadline - time.monotonic()) > 0:
+                done, _ = await asyncio.wait({work}, timeout=min(HEARTBEAT_INTERVAL, remaining))
+                if done:
+                    return work.result()
+                if activity.in_activity():
+                    activity.heartbeat()
+        finally:
+            work.cancel()  # the thread may still be stuck; the activity answers regardless
+        return ToolResult(
+            output=(
+                f"str_replace_editor did not finish within {self.deadline_seconds:g} s; "
+                f"{path} may or may not have been changed. View it before retrying."
+            ),
+            error=True,
+        )
 
     def _run(
         self, run_name: str, command: str, path: str, arguments: dict[str, Any], attempt: _Attempt
