@@ -1,6 +1,6 @@
 """Run one durable-manus worker: every workflow and activity, until SIGINT/SIGTERM.
 
-    python worker.py [--config PATH]
+    python worker.py [--config PATH]          # or: python starter.py worker [--config PATH]
 
 Configuration is checked before connecting (exit 2 with one line on a problem).
 The Temporal server is found through TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE /
@@ -28,6 +28,12 @@ from runtime.worker_factory import build_worker, check_worker_settings, harden_w
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Run a durable-manus worker.")
+    add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The worker's options; `python starter.py worker` takes the same."""
     parser.add_argument("--config", help="config file (default: config/config.toml or $DURABLE_MANUS_CONFIG)")
     parser.add_argument(
         "--connect-timeout", type=float, default=60.0, help="seconds to wait for the Temporal server (default 60)"
@@ -38,7 +44,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=os.environ.get(METRICS_ENV) or None,
         help=f"serve Prometheus metrics on http://HOST:PORT/metrics (or ${METRICS_ENV}); off by default",
     )
-    return parser.parse_args(argv)
 
 
 async def run_worker(args: argparse.Namespace) -> int:

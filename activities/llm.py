@@ -17,19 +17,24 @@ import openai
 from openai._constants import RAW_RESPONSE_HEADER
 from openai.types.chat import ChatCompletion
 from temporalio import activity
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 from activities.context_store import ContextStore
 from activities.lost_worker import release_run_from_lost_worker
 from activities.think_context_cache import Resolved, ThinkContextCache
 from activities.token_count import count_prompt_tokens
+from agent_model.activity_specs import (
+    MAX_THINK_RETRY_SECONDS,
+    NON_RETRYABLE_THINK_ERRORS,
+    REPLY_TOO_LARGE_ERROR,
+    THINK_CONFIG,
+    TOKEN_LIMIT_ERROR,
+)
 from agent_model.llm_io import ThinkRequest, ThinkResponse
 from agent_model.messages import Function, Message, ToolCall, assistant_message
 from agent_model.payload import json_size
 from agent_model.usage import TokenUsage
 from agent_model.think_context import (
-    CONTEXT_MISSING_ERROR,
     MESSAGE_DIGEST_CHARS,
     ContextSync,
     canonical,
@@ -50,8 +55,7 @@ RETRYABLE_STATUS = {408, 409, 429}
 REASONING_MODEL_PREFIXES = ("o1", "o3", "o4")
 """Models that take max_completion_tokens and no temperature."""
 
-MAX_RETRY_INTERVAL = timedelta(seconds=60)
-"""Longest wait between think attempts, a Retry-After header included."""
+MAX_RETRY_INTERVAL = timedelta(seconds=MAX_THINK_RETRY_SECONDS)
 
 CHAT_COMPLETIONS_PATH = "/chat/completions"
 """Relative to base_url; the Azure client maps it to its deployment URL."""
@@ -64,33 +68,11 @@ MAX_BODY_BYTES = 4 * MAX_REPLY_BYTES
 """Largest HTTP body read: the body of any reply within MAX_REPLY_BYTES is
 smaller, since JSON escapes (\\u00e9) at most triple a character's size."""
 
-TOKEN_LIMIT_ERROR = "TokenLimitExceeded"
-REPLY_TOO_LARGE_ERROR = "LLMReplyTooLarge"
-NON_RETRYABLE_ERRORS = [
-    TOKEN_LIMIT_ERROR,
-    REPLY_TOO_LARGE_ERROR,
-    "LLMRequestRejected",
-    "UnknownLLMProfile",
-    CONTEXT_MISSING_ERROR,
-]
+NON_RETRYABLE_ERRORS = list(NON_RETRYABLE_THINK_ERRORS)
 
-THINK_OPTIONS: dict[str, Any] = dict(
-    # One model call may legitimately take minutes (long outputs, slow models).
-    start_to_close_timeout=timedelta(minutes=10),
-    # Heartbeats every second: 4 s of silence (three missed beats, the event loop
-    # stalled at most ~0.35 s under load: BENCHMARKS.md, P4) means a dead worker.
-    heartbeat_timeout=timedelta(seconds=4),
-    retry_policy=RetryPolicy(
-        # Rate limits and outages pass; OpenManus waited up to 60 s, 6 attempts.
-        initial_interval=timedelta(seconds=1),
-        backoff_coefficient=2.0,
-        maximum_interval=MAX_RETRY_INTERVAL,
-        maximum_attempts=6,
-        # Retrying these cannot succeed: the same request gets the same answer.
-        non_retryable_error_types=NON_RETRYABLE_ERRORS,
-    ),
-)
-"""Options for workflow.execute_activity("think", ...)."""
+THINK_OPTIONS: dict[str, Any] = THINK_CONFIG.options()
+"""Options for workflow.execute_activity("think", ...); each bound's reason is in
+agent_model/activity_specs.py."""
 
 
 def is_reasoning_model(model: str) -> bool:

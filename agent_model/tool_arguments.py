@@ -13,6 +13,8 @@ import json
 import re
 from typing import Any
 
+from temporalio.exceptions import ApplicationError
+
 MAX_ARGUMENT_BYTES = 256 * 1024
 """Largest arguments (UTF-8) one tool call may have; no tool needs more."""
 MAX_ARGUMENT_DEPTH = 32
@@ -70,3 +72,17 @@ def parse_arguments(tool: str, text: str) -> tuple[dict[str, Any] | None, str | 
     if problem is not None:
         return None, f"Error: the arguments of {tool} are {problem}."
     return arguments, None
+
+
+def bad_arguments(message: str) -> ApplicationError:
+    """A non-retryable BadToolArguments error: malformed arguments fail the
+    same way on every attempt."""
+    return ApplicationError(message, type="BadToolArguments", non_retryable=True)
+
+
+def required_string(arguments: dict, name: str, tool: str) -> str:
+    """The string argument `name`, or a non-retryable BadToolArguments error."""
+    value = arguments.get(name)
+    if not isinstance(value, str):
+        raise bad_arguments(f"{tool} needs a string argument '{name}'.")
+    return value

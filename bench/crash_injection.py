@@ -6,7 +6,7 @@ steps, inside a PlanningFlow child) and replaced by a fresh worker.
 
 It starts its own `temporal server start-dev` (SQLite file in a temporary
 directory, free 127.0.0.1 ports, no Web UI) and drives the runs with
-tests/crash_driver.py, which also documents what is measured. Progress lines
+testkit/crash_driver.py, which also documents what is measured. Progress lines
 go to stderr, the report to stdout. Exit code 0 when every run passed its
 checks, 1 otherwise (the temporary directory with all logs is then kept).
 """
@@ -27,7 +27,7 @@ if str(REPO_DIR) not in sys.path:
     sys.path.insert(0, str(REPO_DIR))
 
 from bench.common import DevServer, free_port  # noqa: E402
-from tests.crash_driver import KINDS, Summary, run_crash_injection  # noqa: E402
+from testkit.crash_driver import KINDS, Summary, run_crash_injection  # noqa: E402
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -1,6 +1,6 @@
 """A lean fake of the Chat Completions endpoint for the benchmarks.
 
-Why not tests/fake_openai.py: that one is a ThreadingHTTPServer (one OS thread
+Why not testkit/fake_openai.py: that one is a ThreadingHTTPServer (one OS thread
 per connection) built for scripting failures in tests. Inside the benchmark
 process it would share the GIL with the worker being measured, and 200
 connections mean 200 threads. This one is a single asyncio loop in a child

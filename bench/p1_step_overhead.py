@@ -21,7 +21,7 @@ import uuid
 
 from temporalio.client import Client
 
-from activities.workspace import workspace_name_for
+from agent_model.workspace_names import workspace_name_for
 from bench.bare import BareLoopWorkflow, bare_worker
 from temporalio.worker import UnsandboxedWorkflowRunner
 

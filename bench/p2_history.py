@@ -52,8 +52,8 @@ from bench.common import (
 )
 from bench.context import Context, Section
 from runtime.worker_factory import build_worker
-from tests.e2e_support import Child, child_env, pending_activity, start_worker, unique_queue
-from tests.fake_openai import FakeOpenAI, Reply, call
+from testkit.e2e import Child, child_env, pending_activity, start_worker, unique_queue
+from testkit.fake_openai import FakeOpenAI, Reply, call
 from workflows.agent import AgentWorkflow
 
 OUTPUT_CHARS = 10000
@@ -302,7 +302,7 @@ async def run_on_worker_processes(
 ) -> WorkerProcessRun:
     """A `steps`-step run (each step a bash call printing OUTPUT_CHARS) on
     `workers` worker.py processes that share one task queue and one workspace
-    root (so one context store). The model is tests/fake_openai.py, in this
+    root (so one context store). The model is testkit/fake_openai.py, in this
     process (the workers are other processes), answering every call with the
     bash call and a text naming the call. With kill_at, it holds call number
     kill_at; once that arrives, the worker running the think is SIGKILLed (its
@@ -437,7 +437,7 @@ def worker_process_markdown(runs: list[WorkerProcessRun]) -> tuple[list[str], li
         "",
         f"worker.py processes (one task queue, one workspace root, so one context store) on a dev server "
         f"started with `{' '.join(EAGER_OFF)}`, so each activity goes to whichever worker polls first. "
-        f"{MULTI_STEPS}-step runs of the same kind (the model here is tests/fake_openai.py, scripted alike). "
+        f"{MULTI_STEPS}-step runs of the same kind (the model here is testkit/fake_openai.py, scripted alike). "
         f"\"one killed and replaced\": the fake holds the {KILL_AT + 1}th model call; once it arrives, the worker "
         "running it (the think's last_worker_identity) is SIGKILLed with its process group and a new "
         "worker.py is started. Size ratios are over the same content as above; the targets (issue 11: "

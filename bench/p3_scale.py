@@ -21,7 +21,7 @@ from typing import Any
 
 from temporalio.worker import PollerBehaviorSimpleMaximum
 
-from activities.workspace import workspace_name_for
+from agent_model.workspace_names import workspace_name_for
 from bench.bare import BareLoopWorkflow, bare_worker
 from bench.common import (
     CpuMeter,

@@ -58,8 +58,8 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 
 from activities.llm import THINK_OPTIONS
-from activities.tools import bash
-from activities.workspace import workspace_name_for
+from tools import bash
+from agent_model.workspace_names import workspace_name_for
 from bench.common import (
     REPO_DIR,
     DevServer,
@@ -75,7 +75,7 @@ from bench.common import (
 )
 from bench.context import Context, Section
 from config.settings import DEFAULT_CONFIG_PATH
-from tests.e2e_support import pending_activity
+from testkit.e2e import pending_activity
 
 STEPS = 5
 SLOW_STEP = 2  # 0-based: the third step
@@ -124,7 +124,7 @@ class Scenario:
 
 SCENARIOS = [
     Scenario("think", "think", EDITOR, {"command": "view", "path": NOTES}, THINK_OPTIONS),
-    Scenario("bash", bash.NAME, bash.NAME, {"command": SLOW_BASH}, bash.OPTIONS),
+    Scenario("bash", bash.NAME, bash.NAME, {"command": SLOW_BASH}, bash.CONFIG.options()),
 ]
 
 

@@ -78,3 +78,7 @@ def cli_runtime(prefix: str = "starter: ") -> Runtime:
             logging=LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"), forwarding=forwarding)
         )
     )
+
+
+class UsageError(Exception):
+    """Bad input to a command; the message is one line for the user (exit 2)."""

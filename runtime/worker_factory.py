@@ -20,11 +20,10 @@ from activities.llm import LLMActivities
 from activities.produced_messages import ProducedMessagesInterceptor
 from activities.redaction import RedactingInterceptor
 from activities.token_count import encoding_for
-from activities.tools.bash import Bash
-from activities.tools.python_execute import PythonExecute
 from activities.tools.sandbox import ToolSandbox
-from activities.tools.str_replace_editor import StrReplaceEditor
+from activities.worker_resources import WorkerResources
 from activities.workspace import Workspace, WorkspaceActivities
+from tools import TOOLS
 from config.settings import DEFAULT_CONFIG_PATH, Settings
 from workflows.agent import AgentWorkflow
 from workflows.planning import PlanningFlowWorkflow
@@ -73,12 +72,12 @@ def control_plane_hosts(settings: Settings) -> list[str]:
 def activities_for(settings: Settings, sandbox: ToolSandbox | None = None) -> list[Any]:
     workspace = Workspace(settings.workspace_root)
     sandbox = sandbox or tool_sandbox(settings)
+    resources = WorkerResources(workspace=workspace, sandbox=sandbox)
     return [
         LLMActivities(settings.llm, ContextStore(settings.workspace_root)).think,
         WorkspaceActivities(workspace).prepare_workspace,
-        PythonExecute(workspace, sandbox=sandbox).run,
-        Bash(workspace, sandbox=sandbox).run,
-        StrReplaceEditor(workspace).run,
+        # One activity per tool file that runs as one (tools/).
+        *(spec.build(resources) for spec in TOOLS.values() if spec.build is not None),
     ]
 
 

@@ -57,7 +57,7 @@ from agent_model.run import AgentRunInput, AgentRunResult, AgentStatus, HumanAns
 from agent_model.state import AgentState, StopReason  # noqa: E402
 from config.settings import LLMSettings, Settings  # noqa: E402
 from runtime.worker_factory import WORKFLOWS, build_worker, sandboxed_runner  # noqa: E402
-from tests.fake_openai import FakeOpenAI, Reply, call  # noqa: E402
+from testkit.fake_openai import FakeOpenAI, Reply, call  # noqa: E402
 from workflows.agent import AgentWorkflow  # noqa: E402
 from workflows.planning import PlanningFlowWorkflow  # noqa: E402
 

@@ -22,7 +22,7 @@ from agent_model.prompting import fill
 from agent_model.run import AgentRunResult, StepRecord, ToolCallRecord, fit_records
 from agent_model.state import AgentState, StopReason
 from agent_model.stuck import is_stuck
-from activities.tools.registry import TOOLS
+from tools import TOOLS
 from prompts import data_analysis, manus, planning, swe, toolcall
 
 

@@ -18,8 +18,8 @@ from agent_model.run import MAX_TOOL_CALLS_PER_REPLY, AgentRunInput, AgentRunRes
 from agent_model.state import AgentState, StopReason
 from prompts import agent_notes
 from runtime.worker_factory import build_worker
-from tests.conftest import make_settings
-from tests.fake_openai import ErrorReply, Reply, call, python, terminate
+from testkit.fake_openai import ErrorReply, Reply, call, python, terminate
+from testkit.settings import make_settings
 from workflows.agent import AgentWorkflow
 
 PROFILE = AgentProfile(

@@ -23,7 +23,7 @@ from agent_model.plan import (
 )
 from agent_model.state import StopReason
 from agent_model.tool_arguments import MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH, nesting_depth, parse_arguments
-from tests.fake_openai import Reply, call, terminate
+from testkit.fake_openai import Reply, call, terminate
 from tests.test_agent_workflow import start, tool_messages
 from tests.test_planning_flow import FlowScript, start_flow
 

@@ -22,9 +22,9 @@ from agent_model.plan import StepStatus
 from agent_model.run import AgentStatus, StepRecord
 from agent_model.state import AgentState
 from runtime.worker_factory import build_worker
-from tests.conftest import make_settings
-from tests.e2e_support import has_heartbeated, live_processes, pid_alive, wait_until
-from tests.fake_openai import Reply, call, python, terminate
+from testkit.e2e import has_heartbeated, live_processes, pid_alive, wait_until
+from testkit.fake_openai import Reply, call, python, terminate
+from testkit.settings import make_settings
 from tests.test_agent_workflow import start
 from tests.test_planning_flow import FlowScript, plan_reply, start_flow
 from workflows.agent import AgentWorkflow

@@ -21,9 +21,9 @@ import pytest
 
 from runtime.embedded_server import start_dev_server_command
 from runtime.worker_factory import build_worker
-from tests.conftest import make_settings
-from tests.e2e_support import Child, child_env, server_address, start_starter, start_worker, unique_queue, wait_until
-from tests.fake_openai import Reply, python, terminate
+from testkit.e2e import Child, child_env, server_address, start_starter, start_worker, unique_queue, wait_until
+from testkit.fake_openai import Reply, python, terminate
+from testkit.settings import make_settings
 
 pytestmark = pytest.mark.e2e
 

@@ -24,8 +24,9 @@ from agent_model.run import AgentRunInput
 from agent_model.state import StopReason
 from agent_model.think_context import CONTEXT_MISSING_ERROR, ContextSync, message_digest
 from runtime.worker_factory import build_worker
-from tests.conftest import make_settings, start_dev_server
-from tests.fake_openai import Reply, python, terminate
+from testkit.fake_openai import Reply, python, terminate
+from testkit.servers import start_dev_server
+from testkit.settings import make_settings
 from tests.test_agent_workflow import PROFILE
 from tests.test_think_context import TOOLS, assert_each_request_extends_the_last, grow, think_inputs
 from workflows.agent import AgentWorkflow

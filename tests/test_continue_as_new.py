@@ -29,8 +29,8 @@ from agent_model.state import StopReason
 from agent_model.think_context import ContextSync
 from runtime import run_control
 from runtime.worker_factory import build_worker
-from tests.conftest import make_settings
-from tests.fake_openai import Reply, call, python, terminate
+from testkit.fake_openai import Reply, call, python, terminate
+from testkit.settings import make_settings
 from tests.test_planning_flow import FlowScript, plan_reply, start_flow
 from tests.test_run_control import harness  # noqa: F401  (a fixture)
 from tests.test_think_context import assert_each_request_extends_the_last, think_inputs

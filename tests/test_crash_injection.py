@@ -3,7 +3,7 @@ runs side by side, one per kill point (think, tool, between steps, a
 PlanningFlow child), plus a fifth whose tool runs in the tool sandbox
 (bubblewrap and a pids cgroup where the machine has them). Each run's worker.py
 is SIGKILLed at its kill point and a fresh worker finishes the run. The N=20
-version is bench/crash_injection.py; tests/crash_driver.py says what is checked.
+version is bench/crash_injection.py; testkit/crash_driver.py says what is checked.
 
 The seed is random unless CRASH_SEED is set; it is printed, and named in every
 failure message, so a failing draw can be replayed with CRASH_SEED=<seed>.
@@ -16,8 +16,8 @@ import random
 
 import pytest
 
-from tests.crash_driver import KINDS, RESUME_LIMIT_SECONDS, Summary, plan_runs, run_crash_injection
-from tests.e2e_support import server_address
+from testkit.crash_driver import KINDS, RESUME_LIMIT_SECONDS, Summary, plan_runs, run_crash_injection
+from testkit.e2e import server_address
 
 pytestmark = pytest.mark.e2e
 

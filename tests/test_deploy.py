@@ -132,15 +132,27 @@ def is_named_volume(source: str | None) -> bool:
 # --- what the code reads -----------------------------------------------------
 
 
-def project_modules_of_worker() -> list[Path]:
-    """The repository's own modules that `python worker.py` imports."""
-    code = "import json, sys, worker; print(json.dumps([getattr(m, '__file__', None) for m in list(sys.modules.values())]))"
+def repo_modules_imported_by(*modules: str) -> list[Path]:
+    """The repository's own .py files (the venv's aside) that a fresh interpreter
+    loads when it imports `modules`."""
+    code = (
+        f"import json, sys, {', '.join(modules)}; "
+        "print(json.dumps([getattr(m, '__file__', None) for m in list(sys.modules.values())]))"
+    )
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120, check=True
     )
     files = {Path(f).resolve() for f in json.loads(result.stdout) if f}
     own = [f for f in files if f.suffix == ".py" and REPO in f.parents]
-    return [f for f in own if not {".venv", "tests"} & set(f.relative_to(REPO).parts)]
+    return [f for f in own if f.relative_to(REPO).parts[0] != ".venv"]
+
+
+def project_modules_of_worker() -> list[Path]:
+    """The repository's own modules that `python worker.py` imports, with the
+    worker side of the tools (tools/ files import it when the worker builds
+    their activities)."""
+    modules = repo_modules_imported_by("worker", "activities.tools.process", "activities.file_editor")
+    return [f for f in modules if "tests" not in f.relative_to(REPO).parts]
 
 
 def names_read_by_project() -> set[str]:
@@ -340,6 +352,18 @@ def test_dockerfile_bakes_in_no_secret():
     ignored = {line.strip().rstrip("/") for line in DOCKERIGNORE.read_text(encoding="utf-8").splitlines()}
     for local in ("config/config.toml", ".env", ".venv", ".data", "workspace", ".git"):
         assert local in ignored, f".dockerignore must exclude {local} (local state or secrets)"
+
+
+def test_product_code_needs_nothing_the_image_leaves_out():
+    """tests/, bench/ and testkit/ (the fake LLM, subprocess helpers, crash
+    driver) are not in the image: worker.py and starter.py never import them."""
+    ignored = {line.strip().rstrip("/") for line in DOCKERIGNORE.read_text(encoding="utf-8").splitlines()}
+    left_out = {"tests", "bench", "testkit"}
+    assert left_out <= ignored, f".dockerignore must exclude {sorted(left_out - ignored)}"
+    loaded = repo_modules_imported_by("worker", "starter")
+    assert any(f.name == "worker_factory.py" for f in loaded)  # the scan sees the product's modules
+    wrong = sorted(str(f.relative_to(REPO)) for f in loaded if f.relative_to(REPO).parts[0] in left_out)
+    assert not wrong, f"product code imports test/bench support: {wrong}"
 
 
 def test_dockerfile_runs_worker_py_as_an_unprivileged_user():

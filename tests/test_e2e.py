@@ -21,7 +21,7 @@ import pytest
 
 from agent_model.run import AgentRunInput, AgentRunResult
 from agent_model.state import AgentState, StopReason
-from tests.e2e_support import (
+from testkit.e2e import (
     Child,
     activity_attempts,
     has_heartbeated,
@@ -37,7 +37,7 @@ from tests.e2e_support import (
     unique_queue,
     wait_until,
 )
-from tests.fake_openai import Reply, call, python, terminate
+from testkit.fake_openai import Reply, call, python, terminate
 from workflows.agent import AgentWorkflow
 
 pytestmark = pytest.mark.e2e

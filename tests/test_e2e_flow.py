@@ -10,7 +10,7 @@ import pytest
 
 from agent_model.flow import FlowOutcome, PlanningFlowInput, PlanningFlowResult
 from agent_model.plan import StepStatus
-from tests.e2e_support import (
+from testkit.e2e import (
     child_env,
     has_heartbeated,
     server_address,
@@ -19,7 +19,7 @@ from tests.e2e_support import (
     unique_queue,
     wait_until,
 )
-from tests.fake_openai import Reply, call, python, terminate, turn_of
+from testkit.fake_openai import Reply, call, python, terminate, turn_of
 from tests.test_e2e import appending_code, stop_all, tagged
 from tests.test_planning_flow import FlowScript, plan_reply, step_number
 from workflows.planning import PlanningFlowWorkflow

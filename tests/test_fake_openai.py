@@ -1,4 +1,4 @@
-"""Tests for tests/fake_openai.py, driven through the real openai SDK."""
+"""Tests for testkit/fake_openai.py, driven through the real openai SDK."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import urllib.request
 import openai
 import pytest
 
-from tests.fake_openai import (
+from testkit.fake_openai import (
     EmptyChoices,
     ErrorReply,
     FakeOpenAI,

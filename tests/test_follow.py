@@ -7,7 +7,7 @@ import os
 import sys
 
 from runtime.follow import follow
-from tests.fake_openai import Reply, call, terminate
+from testkit.fake_openai import Reply, call, terminate
 from tests.test_agent_workflow import PROFILE, start
 
 

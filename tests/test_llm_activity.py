@@ -13,11 +13,11 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.llm import LLMActivities, is_reasoning_model
 from activities.token_count import count_prompt_tokens, image_tokens
+from tools import schemas
 from agent_model.llm_io import ThinkRequest
 from agent_model.messages import ToolChoice, user_message
-from activities.tools.registry import schemas
 from config.settings import LLMSettings
-from tests.fake_openai import EmptyChoices, ErrorReply, Hang, Reply, Reset, call
+from testkit.fake_openai import EmptyChoices, ErrorReply, Hang, Reply, Reset, call
 
 
 def think_with(fake, **llm) -> LLMActivities:

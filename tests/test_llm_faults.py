@@ -30,8 +30,8 @@ from agent_model.profiles import AgentProfile
 from agent_model.run import AgentRunInput, AgentRunResult
 from agent_model.state import AgentState, StopReason
 from runtime.worker_factory import build_worker
-from tests.conftest import make_settings
-from tests.fake_openai import EmptyChoices, ErrorReply, Hang, Reply, Reset, call, terminate
+from testkit.fake_openai import EmptyChoices, ErrorReply, Hang, Reply, Reset, call, terminate
+from testkit.settings import make_settings
 from workflows.agent import AgentWorkflow
 
 PROFILE = AgentProfile(

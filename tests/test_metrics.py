@@ -8,8 +8,8 @@ import urllib.request
 import pytest
 
 from bench.common import free_port
-from tests.e2e_support import child_env, run_on_a_worker, wait_until
-from tests.fake_openai import FakeOpenAI, Reply, call
+from testkit.e2e import child_env, run_on_a_worker, wait_until
+from testkit.fake_openai import FakeOpenAI, Reply, call
 
 pytestmark = pytest.mark.e2e
 

@@ -34,8 +34,8 @@ from bench.p2_history import (
     OUTPUT_CHARS,
     run_on_worker_processes,
 )
-from tests.conftest import start_dev_server
-from tests.e2e_support import server_address
+from testkit.e2e import server_address
+from testkit.servers import start_dev_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

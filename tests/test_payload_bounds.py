@@ -18,7 +18,7 @@ from agent_model.run import AgentRunResult, HumanAnswer, StepRecord, ToolCallRec
 from agent_model.state import AgentState, StopReason
 from runtime import run_control
 from runtime.follow import follow
-from tests.fake_openai import Reply, call
+from testkit.fake_openai import Reply, call
 from tests.test_agent_workflow import PROFILE, start, wait_for_question
 from workflows.agent import AgentWorkflow
 

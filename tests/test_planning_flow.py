@@ -15,7 +15,7 @@ from agent_model.flow import FlowOutcome, PlanningFlowInput, PlanningFlowResult
 from agent_model.plan import DEFAULT_STEPS, StepStatus
 from agent_model.state import AgentState
 from prompts import planning as prompts
-from tests.fake_openai import Reply, call, python, terminate, turn_of
+from testkit.fake_openai import Reply, call, python, terminate, turn_of
 from workflows.agent import AgentWorkflow
 from workflows.planning import PlanningFlowWorkflow
 

@@ -19,8 +19,8 @@ from activities.redaction import ERROR_MESSAGE_LIMIT, REDACTED, RedactingInterce
 from agent_model.run import AgentRunInput
 from agent_model.state import AgentState, StopReason
 from runtime.worker_factory import build_worker
-from tests.conftest import make_settings
-from tests.fake_openai import ErrorReply, python, terminate
+from testkit.fake_openai import ErrorReply, python, terminate
+from testkit.settings import make_settings
 from tests.test_agent_workflow import PROFILE
 from workflows.agent import AgentWorkflow
 

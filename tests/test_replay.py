@@ -35,6 +35,7 @@ from temporalio.workflow import NondeterminismError
 
 from runtime.worker_factory import build_worker, workflow_runner
 
+from testkit.fake_openai import Reply, call, python, terminate
 from tests.record_history import (
     HISTORY_PATH,
     HISTORY_WORKFLOW_ID,
@@ -42,10 +43,10 @@ from tests.record_history import (
     record_continued_chain,
     replayer,
 )
-from tests.fake_openai import Reply, call, python, terminate
 from tests.test_agent_workflow import start
 from tests.test_planning_flow import FlowScript, plan_reply, start_flow
-from workflows.agent import CANCEL_PATCH, CONTINUE_AS_NEW_PATCH, EMPTY_REPLY_PATCH
+from agent_model.agent_loop import EMPTY_REPLY_PATCH
+from workflows.agent import CANCEL_PATCH, CONTINUE_AS_NEW_PATCH
 
 
 def committed_json() -> dict:

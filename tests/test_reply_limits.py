@@ -12,14 +12,14 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-import starter
 from activities.llm import MAX_BODY_BYTES, MAX_REPLY_BYTES, REPLY_TOO_LARGE_ERROR, LLMActivities
 from agent_model.flow import FlowOutcome
 from agent_model.llm_io import ThinkRequest
 from agent_model.messages import user_message
 from agent_model.state import AgentState, StopReason
 from config.settings import LLMSettings
-from tests.fake_openai import Raw, Reply, call
+import starter
+from testkit.fake_openai import Raw, Reply, call
 from tests.test_agent_workflow import start
 from tests.test_planning_flow import FlowScript, start_flow
 

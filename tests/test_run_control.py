@@ -11,12 +11,12 @@ import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.converter import DataConverter
 
-from activities.workspace import workspace_name_for
+from agent_model.workspace_names import workspace_name_for
 from agent_model.run import AgentRunInput
 from runtime.worker_factory import build_worker
-from tests.conftest import make_settings
-from tests.e2e_support import child_env, server_address, start_starter, wait_until
-from tests.fake_openai import Reply, call, python, terminate
+from testkit.e2e import child_env, server_address, start_starter, wait_until
+from testkit.fake_openai import Reply, call, python, terminate
+from testkit.settings import make_settings
 from tests.test_e2e import appending_code, tagged
 from workflows import search_attributes
 from workflows.agent import AgentWorkflow

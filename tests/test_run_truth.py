@@ -16,9 +16,9 @@ from agent_model.run import HumanAnswer, HumanQuestion
 from agent_model.state import AgentState, StopReason
 from prompts import agent_notes
 from runtime.worker_factory import build_worker
-from tests.conftest import make_settings
-from tests.e2e_support import wait_until
-from tests.fake_openai import Reply, call, terminate
+from testkit.e2e import wait_until
+from testkit.fake_openai import Reply, call, terminate
+from testkit.settings import make_settings
 from tests.test_agent_workflow import PROFILE, run, start, tool_messages
 from workflows.agent import AgentWorkflow
 

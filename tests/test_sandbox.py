@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from activities.tools.bash import Bash
+from tools.bash import Bash
 from activities.tools.process import LEASE_SECONDS
-from activities.tools.python_execute import PythonExecute
+from tools.python_execute import PythonExecute
 from activities.tools.sandbox import SandboxUnavailable, ToolSandbox
 from activities.workspace import Workspace
 from agent_model.tool_io import ToolRequest
@@ -352,7 +352,7 @@ FROZEN_WORKER = """
 import asyncio, sys
 from pathlib import Path
 sys.path.insert(0, {repo!r})
-from activities.tools.python_execute import PythonExecute
+from tools.python_execute import PythonExecute
 from activities.tools.sandbox import ToolSandbox
 from activities.workspace import Workspace
 from agent_model.tool_io import ToolRequest

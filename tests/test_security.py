@@ -10,8 +10,8 @@ import uuid
 import pytest
 
 from agent_model.run import AgentRunInput, AgentRunResult
-from tests.e2e_support import child_env, run_on_a_worker, server_address, start_worker, unique_queue
-from tests.fake_openai import FakeOpenAI, Reply, call
+from testkit.e2e import child_env, run_on_a_worker, server_address, start_worker, unique_queue
+from testkit.fake_openai import FakeOpenAI, Reply, call
 from tests.test_e2e import stop_all
 from workflows.agent import AgentWorkflow
 

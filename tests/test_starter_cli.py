@@ -3,13 +3,29 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import os
+import re
+import shlex
+import signal
+import socket
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
 import pytest
+
+import starter
+from agent_model.flow import DEFAULT_FLOW_TIMEOUT_SECONDS
+from runtime.connection import DEFAULT_ADDRESS
+from runtime.task_queue import live_workers
+from runtime.worker_factory import build_worker
+from testkit.e2e import child_env, server_address, start_starter, unique_queue, wait_until
+from testkit.fake_openai import Reply, call, terminate
+from testkit.settings import make_settings
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -129,3 +145,328 @@ async def test_answer_with_no_worker_running_is_one_line(dev_env, tmp_path):
         assert_one_line_error(proc, "is a worker running?")
     finally:
         await dev_env.client.get_workflow_handle(run_id).terminate("test over")
+
+
+
+# ---- subcommands: what each command line means (no server) ---------------------------
+# Commands are named by class and built at test time, so that each test here
+# fails on its own (not at collection) where the starter lacks them.
+
+
+def command(name: str, **fields):
+    return getattr(starter, name)(**fields)
+
+
+SUBCOMMAND_LINES = [
+    (["run", "do it"], "Run", dict(task="do it")),
+    (["do it"], "Run", dict(task="do it")),
+    (["run", "list"], "Run", dict(task="list")),
+    (["--agent", "swe", "--max-steps", "5", "fix it"], "Run", dict(task="fix it", agent="swe", agents=("swe",), max_steps=5)),
+    (["run", "--agent", "swe", "fix it", "--max-steps", "5"], "Run", dict(task="fix it", agent="swe", agents=("swe",), max_steps=5)),
+    (
+        ["--flow", "planning", "--agents", "manus, data_analysis", "--timeout", "600", "chart it"],
+        "Run",
+        dict(task="chart it", flow="planning", agents=("manus", "data_analysis"), timeout=600.0),
+    ),
+    (
+        ["do it", "--detach", "--id", "mine", "--worker", "never", "--steps-per-run", "3", "--config", "c.toml"],
+        "Run",
+        dict(task="do it", detach=True, run_id="mine", worker="never", steps_per_run=3, config="c.toml"),
+    ),
+    (["attach", "r1"], "Attach", dict(run_id="r1")),
+    (["list"], "ListRuns", dict()),
+    (["list", "--config", "c.toml"], "ListRuns", dict(config="c.toml")),
+    (["show", "r1", "--worker", "never"], "Show", dict(run_id="r1", worker="never")),
+    (["result", "r1"], "Result", dict(run_id="r1")),
+    (["answer", "r1", "yes, go ahead"], "Answer", dict(run_id="r1", text="yes, go ahead")),
+    (["cancel", "r1"], "Cancel", dict(run_id="r1")),
+    (["rewind", "r1", "--to-step", "2"], "Rewind", dict(run_id="r1", to_step=2)),
+    (["rewind", "r1", "--to-step", "0", "--detach"], "Rewind", dict(run_id="r1", to_step=0, detach=True)),
+    (["worker"], "ServeWorker", dict()),
+    (["worker", "--connect-timeout", "5", "--config", "c.toml"], "ServeWorker", dict(argv=("--connect-timeout", "5", "--config", "c.toml"))),
+    (["server"], "StartServer", dict()),
+]
+
+
+@pytest.mark.parametrize("argv, name, fields", SUBCOMMAND_LINES, ids=[shlex.join(a) for a, _, _ in SUBCOMMAND_LINES])
+def test_each_command_line_parses_to_its_command(argv, name, fields):
+    parsed = starter.parse_command(argv)
+    assert parsed == command(name, **fields)
+    for field in dataclasses.fields(parsed):  # a description, not a namespace to fill in later
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(parsed, field.name, None)
+
+
+def test_a_run_keeps_its_defaults():
+    run = starter.parse_command(["do it"])
+    assert (run.agent, run.agents, run.flow, run.worker, run.detach) == ("manus", ("manus",), None, "auto", False)
+    assert (run.timeout, run.run_id, run.config, run.max_steps, run.steps_per_run) == (
+        DEFAULT_FLOW_TIMEOUT_SECONDS, None, None, None, None
+    )
+
+
+OLD_AND_NEW = [
+    (["--attach", "r1"], ["attach", "r1"]),
+    (["--list"], ["list"]),
+    (["--show", "r1"], ["show", "r1"]),
+    (["--worker", "never", "--show", "r1"], ["show", "r1", "--worker", "never"]),
+    (["--result", "r1"], ["result", "r1"]),
+    (["--answer", "r1", "blue"], ["answer", "r1", "blue"]),
+    (["--worker", "never", "--answer", "r1", "blue"], ["answer", "--worker", "never", "r1", "blue"]),
+    (["--cancel", "r1", "--config", "c.toml"], ["cancel", "r1", "--config", "c.toml"]),
+    (["--rewind", "r1", "--to-step", "1"], ["rewind", "r1", "--to-step", "1"]),
+    (["--rewind", "r1", "--to-step", "1", "--detach"], ["rewind", "r1", "--to-step", "1", "--detach"]),
+]
+
+
+@pytest.mark.parametrize("old, new", OLD_AND_NEW, ids=[shlex.join(o) for o, _ in OLD_AND_NEW])
+def test_old_flag_forms_mean_the_same_commands(old, new):
+    assert starter.parse_command(old) == starter.parse_command(new)
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--agent", "swe", "list"], "python starter.py run"),  # a task named like a command, after options
+        (["list", "--agent", "swe"], "unrecognized arguments: --agent swe (see: python starter.py list --help)"),
+        (["show"], "the following arguments are required: ID"),
+        (["show", ""], "the run id is empty"),
+        (["answer", "r1"], "the following arguments are required: TEXT"),
+        (["rewind", "r1"], "--to-step"),
+        (["--rewind", "r1"], "--rewind needs --to-step N"),
+        (["--list", "--show", "r1"], "--list"),
+        (["--list", "a task"], "give either a task or --list, not both"),
+        (["worker", "--connect-timeout", "soon"], "invalid float value: 'soon'"),
+    ],
+)
+def test_bad_command_lines_are_usage_errors(argv, expected):
+    with pytest.raises(starter.UsageError) as caught:
+        starter.parse_command(argv)
+    message = str(caught.value)
+    assert expected in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["list", "extra"], "unrecognized arguments: extra"),
+        (["show"], "required: ID"),
+        (["rewind", "r1"], "--to-step"),
+        (["--agent", "swe", "cancel"], "python starter.py run"),
+        (["answer", "r1", b"\xfe yes"], "the answer is not valid UTF-8 text"),
+    ],
+    ids=["list extra", "show", "rewind no step", "option then command", "answer not utf8"],
+)
+def test_bad_command_lines_are_one_line_from_the_process(argv, expected):
+    assert_one_line_error(run_cli(*argv), expected)
+
+
+def test_help_explains_how_a_task_is_told_from_a_command():
+    proc = run_cli("--help")
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    for name in ("run", "attach", "list", "show", "result", "answer", "cancel", "rewind", "worker", "server"):
+        assert re.search(rf"^\s+{name}\s", proc.stdout, re.M), f"{name} is missing from --help:\n{proc.stdout}"
+    assert "python starter.py run list" in text, proc.stdout
+    assert "--attach ID" in text and "--answer ID TEXT" in text, proc.stdout  # the old forms, still taken
+    assert "never start" in text, proc.stdout
+
+
+def readme_starter_lines() -> list[list[str]]:
+    """The arguments of every `python starter.py ...` in README.md: an inline
+    span's up to its closing backtick (it may wrap a line), a code line's up to a comment."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    found = []
+    for match in re.finditer(r"`python starter\.py([^`]*)`|python starter\.py([^`\n#]*)", text):
+        words = shlex.split(match.group(1) if match.group(1) is not None else match.group(2))
+        words = ["3" if word == "N" else word for word in words]  # a placeholder for a number
+        if words not in found:
+            found.append(words)
+    return found
+
+
+def test_every_starter_command_in_the_readme_parses():
+    lines = readme_starter_lines()
+    for words in lines:
+        if "--help" in words:
+            with pytest.raises(SystemExit) as printed:
+                starter.parse_command(words)
+            assert printed.value.code == 0
+            continue
+        try:
+            starter.parse_command(words)
+        except starter.UsageError as e:
+            pytest.fail(f"README's `python starter.py {shlex.join(words)}` is refused: {e}")
+    named = {words[0] for words in lines if words}
+    assert {"run", "attach", "list", "show", "result", "answer", "cancel", "rewind", "worker", "server"} <= named, named
+
+
+# ---- commands on existing runs never start a server -------------------------------------
+
+
+def port_open(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def stop_started_server(data: Path) -> None:
+    """Kill an embedded server that a command started (under the test's data dir)."""
+    pid_file = data / "temporal.pid"
+    if pid_file.exists():
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while port_open(DEFAULT_ADDRESS) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+
+def default_address_env(tmp_path: Path) -> dict:
+    """No TEMPORAL_ADDRESS and no Temporal profile, so the default address, where
+    the embedded server runs; its data directory under tmp_path."""
+    home = tmp_path / "home"
+    (home / ".config").mkdir(parents=True, exist_ok=True)
+    return {
+        "TEMPORAL_ADDRESS": None,
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "DURABLE_MANUS_DATA_DIR": str(tmp_path / "data"),
+        "WORKSPACE_ROOT": str(tmp_path / "ws"),
+    }
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["list"], ["result", "r1"], ["show", "r1"], ["answer", "r1", "yes"], ["cancel", "r1"], ["--list"], ["--show", "r1"]],
+    ids=shlex.join,
+)
+def test_commands_on_existing_runs_start_no_server(argv, tmp_path):
+    if port_open(DEFAULT_ADDRESS):
+        pytest.skip(f"something listens on {DEFAULT_ADDRESS}")
+    data = tmp_path / "data"
+    try:
+        proc = run_cli(*argv, env_extra=default_address_env(tmp_path))
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{argv} did not end within 60 s")
+    finally:
+        stop_started_server(data)
+    assert not data.exists(), f"{argv} started the embedded server"
+    assert not port_open(DEFAULT_ADDRESS)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("starter: ") and DEFAULT_ADDRESS in line and "python starter.py server" in line, line
+    assert proc.stdout == ""
+
+
+def test_a_configured_server_that_does_not_answer_is_one_line_for_list():
+    proc = run_cli("list")  # TEMPORAL_ADDRESS=127.0.0.1:9
+    assert_one_line_error(proc, "cannot reach Temporal at 127.0.0.1:9")
+    assert "`list` never starts a server" in proc.stderr
+
+
+def test_worker_command_is_worker_py(tmp_path):
+    env = {"OPENAI_API_KEY": None, "DURABLE_MANUS_CONFIG": str(tmp_path / "none.toml")}
+    proc = run_cli("worker", env_extra=env)
+    assert_one_line_error(proc, "worker: ")
+    assert proc.stderr == run_cli(script="worker.py", env_extra=env).stderr
+
+
+# ---- the subcommands against the dev server ----------------------------------------------
+
+
+async def test_list_command_against_the_dev_server(dev_env, tmp_path):
+    proc = await asyncio.to_thread(run_cli, "list", env_extra={"TEMPORAL_ADDRESS": dev_address(dev_env)})
+    assert proc.returncode == 0, proc.stderr
+    header = proc.stdout.splitlines()[0].split()
+    assert header == ["RUN", "ID", "AGENT/FLOW", "STATE", "STEP", "AGE"] or proc.stdout.strip() == "no runs yet", proc.stdout
+
+
+async def test_a_task_named_list_after_run_is_a_run(dev_env, tmp_path):
+    run_id = f"named-list-{uuid.uuid4().hex[:8]}"
+    env = {"TEMPORAL_ADDRESS": dev_address(dev_env), "WORKSPACE_ROOT": str(tmp_path / "ws")}
+    try:
+        proc = await asyncio.to_thread(
+            run_cli, "run", "--detach", "--worker", "never", "--id", run_id, "list", env_extra=env
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert f"run {run_id}" in proc.stdout.splitlines(), proc.stdout
+        description = await dev_env.client.get_workflow_handle(run_id).describe()
+        assert await description.static_summary() == "list"
+    finally:
+        with contextlib.suppress(Exception):
+            await dev_env.client.get_workflow_handle(run_id).terminate("test over")
+
+
+async def test_the_subcommands_control_a_run(dev_env, fake_llm, tmp_path):
+    """run, answer, attach, result, show, list, rewind and cancel in their
+    subcommand forms, on a worker of the test's own (--worker never where a command has it)."""
+    fake_llm.turns = [Reply(content="I need to ask.", tool_calls=[call("ask_human", {"inquire": "Which colour?"})]),
+                      terminate("blue it is")]
+    settings = make_settings(fake_llm.base_url, tmp_path / "workspace")
+    env = child_env(tmp_path, address=server_address(dev_env), task_queue=settings.task_queue, base_url=fake_llm.base_url)
+
+    async def cli(*args: str, expect: int = 0) -> str:
+        never = ["--worker", "never"] if args[0] not in ("result", "list") else []
+        child = start_starter([*args, *never], env, tmp_path / "logs", name=args[0])
+        try:
+            code = await child.wait(60)
+        finally:
+            await child.stop()
+        assert code == expect, child.describe()
+        return child.stdout() if expect == 0 else child.stderr()
+
+    run_id = f"sub-{uuid.uuid4().hex[:8]}"
+    async with build_worker(dev_env.client, settings):
+        assert f"run {run_id}" in await cli("run", "--detach", "--id", run_id, "Pick a colour")
+        handle = dev_env.client.get_workflow_handle(run_id)
+        await wait_until(lambda: handle.query("pending_question"), 30, "the question", 0.1)
+        assert f"answered question 1.1 of {run_id}: Which colour?" in await cli("answer", run_id, "blue")
+        assert (await cli("attach", run_id)).rstrip().endswith("blue it is")
+        assert (await cli("result", run_id)).rstrip().endswith("blue it is")
+        shown = await cli("show", run_id)
+        assert "── step 1 ──" in shown and "← The user answered: blue" in shown
+        assert any(line.startswith(run_id) for line in (await cli("list")).splitlines())
+        rewound = await cli("rewind", run_id, "--to-step", "1")
+        assert f"rewound {run_id} to the end of step 1" in rewound and rewound.rstrip().endswith("blue it is")
+        assert "has already ended" in await cli("cancel", run_id, expect=2)
+
+
+async def test_worker_command_polls_the_task_queue(dev_env, fake_llm, tmp_path):
+    queue = unique_queue("sub-worker")
+    env = child_env(tmp_path, address=server_address(dev_env), task_queue=queue, base_url=fake_llm.base_url)
+    worker = start_starter(["worker", "--connect-timeout", "20"], env, tmp_path / "logs", name="worker")
+    try:
+        await wait_until(lambda: f"worker polling task queue {queue}" in worker.stderr(), 30, "the worker's first poll")
+        await wait_until(lambda: live_workers(dev_env.client, queue), 30, "the worker on the task queue", 0.2)
+    finally:
+        code = await worker.stop()
+    assert code == 0, worker.describe()
+    assert "run " not in worker.stdout(), worker.describe()  # no run was started
+
+
+@pytest.mark.e2e
+def test_server_command_starts_the_embedded_server_detached(tmp_path):
+    if port_open(DEFAULT_ADDRESS):
+        pytest.skip(f"something listens on {DEFAULT_ADDRESS}")
+    env = default_address_env(tmp_path)
+    data = tmp_path / "data"
+    try:
+        proc = run_cli("server", env_extra=env)
+        assert proc.returncode == 0, proc.stderr
+        assert "Started the embedded Temporal server" in proc.stdout and str(data) in proc.stdout, proc.stdout
+        assert (data / "temporal.pid").exists() and port_open(DEFAULT_ADDRESS)
+
+        listed = run_cli("list", env_extra=env)  # the server outlived the command that started it
+        assert listed.returncode == 0 and listed.stdout.strip() == "no runs yet", listed.stderr
+
+        again = run_cli("server", env_extra=env)
+        assert again.returncode == 0 and f"already answers at {DEFAULT_ADDRESS}" in again.stdout, again.stderr
+    finally:
+        stop_started_server(data)
+
+
+def test_server_command_refuses_a_configured_server():
+    assert_one_line_error(run_cli("server"), "TEMPORAL_ADDRESS")  # it names 127.0.0.1:9, not the embedded server

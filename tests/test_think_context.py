@@ -20,8 +20,8 @@ from agent_model.run import AgentRunInput, HumanAnswer
 from agent_model.state import StopReason
 from agent_model.think_context import CONTEXT_MISSING_ERROR, ContextSync
 from runtime.worker_factory import build_worker
-from tests.conftest import make_settings
-from tests.fake_openai import Reply, call, python, terminate
+from testkit.fake_openai import Reply, call, python, terminate
+from testkit.settings import make_settings
 from tests.test_agent_workflow import PROFILE
 from workflows.agent import AgentWorkflow
 

@@ -11,11 +11,11 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.tools.bash import NAME, SCHEMA, Bash, schema
+from tools.bash import NAME, SCHEMA, Bash, schema
 from activities.tools.sandbox import ToolSandbox
 from activities.workspace import Workspace
 from agent_model.tool_io import ToolRequest, ToolResult
-from tests.e2e_support import live_processes
+from testkit.e2e import live_processes
 
 RUN = "run"
 

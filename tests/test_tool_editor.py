@@ -17,8 +17,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities import safe_files
-from activities.tools import str_replace_editor
-from activities.tools.str_replace_editor import NAME, SCHEMA, StrReplaceEditor
+from activities import file_editor as str_replace_editor
+from tools.str_replace_editor import NAME, SCHEMA, StrReplaceEditor
 from activities.workspace import Workspace
 from agent_model.tool_io import ToolRequest, ToolResult
 

@@ -12,7 +12,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.tools.python_execute import NAME, SCHEMA, PythonExecute
+from tools.python_execute import NAME, SCHEMA, PythonExecute
 from activities.tools.sandbox import ToolSandbox
 from activities.workspace import Workspace
 from agent_model.tool_io import ToolRequest, ToolResult

@@ -21,7 +21,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from activities.context_store import CONTEXT_DIR_NAME
 from activities.llm import MAX_REPLY_BYTES
 from activities.token_count import count_prompt_tokens, encoding_for
-from activities.tools.registry import TOOLS, schemas
+from tools import TOOLS, schemas
 from agent_model.llm_io import ThinkRequest
 from agent_model.memory import (
     DEFAULT_RESERVED_BYTES,
@@ -40,8 +40,8 @@ from agent_model.state import StopReason
 from agent_model.think_context import CONTEXT_MISSING_ERROR, ContextSync
 from agent_model.token_estimate import estimate_tokens, message_tokens
 from runtime.worker_factory import build_worker
-from tests.conftest import make_settings
-from tests.fake_openai import ErrorReply, Reply, call, terminate
+from testkit.fake_openai import ErrorReply, Reply, call, terminate
+from testkit.settings import make_settings
 from workflows.agent import AgentWorkflow
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,7 +91,7 @@ def samples() -> dict[str, str]:
         # code
         "workflows/agent.py": read("workflows/agent.py"),
         "activities/llm.py": read("activities/llm.py"),
-        "tests/fake_openai.py": read("tests/fake_openai.py"),
+        "testkit/fake_openai.py": read("testkit/fake_openai.py"),
         "agent_model/plan.py": read("agent_model/plan.py"),
         # base64
         "base64": base64.b64encode(rng.randbytes(30_000)).decode(),

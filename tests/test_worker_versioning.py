@@ -33,9 +33,10 @@ from agent_model.flow import FlowOutcome
 from agent_model.run import HumanAnswer
 from config.settings import Settings
 from runtime.worker_factory import VERSIONING_BEHAVIOR, WORKFLOWS, build_worker, deployment_config
-from tests.conftest import make_settings, start_dev_server
-from tests.e2e_support import server_address, wait_until
-from tests.fake_openai import FakeOpenAI, Reply, call, terminate
+from testkit.e2e import server_address, wait_until
+from testkit.fake_openai import FakeOpenAI, Reply, call, terminate
+from testkit.servers import start_dev_server
+from testkit.settings import make_settings
 from tests.test_agent_workflow import start
 from tests.test_planning_flow import FlowScript, plan_reply, start_flow
 from workflows.agent import AgentWorkflow

@@ -9,14 +9,8 @@ from pathlib import Path
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from activities.workspace import (
-    MAX_NAME_LENGTH,
-    InvalidWorkspaceName,
-    PathOutsideWorkspace,
-    Workspace,
-    WorkspaceActivities,
-    workspace_name_for,
-)
+from activities.workspace import InvalidWorkspaceName, PathOutsideWorkspace, Workspace, WorkspaceActivities
+from agent_model.workspace_names import MAX_NAME_LENGTH, workspace_name_for
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
 

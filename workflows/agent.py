@@ -15,10 +15,14 @@ from temporalio.workflow import ActivityCancellationType
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.llm import REPLY_TOO_LARGE_ERROR, THINK_OPTIONS, TOKEN_LIMIT_ERROR
-    from activities.tools import ask_human, planning, terminate
-    from activities.tools.registry import TOOLS, activity_summary, schemas
-    from activities.workspace import PREPARE_WORKSPACE_OPTIONS, workspace_name_for
+    from agent_model.activity_specs import (
+        PREPARE_WORKSPACE,
+        PREPARE_WORKSPACE_CONFIG,
+        REPLY_TOO_LARGE_ERROR,
+        THINK,
+        THINK_CONFIG,
+        TOKEN_LIMIT_ERROR,
+    )
     from agent_model.llm_io import ThinkResponse
     from agent_model.continuation import (
         EARLIER_RUNS_KEPT,
@@ -29,9 +33,22 @@ with workflow.unsafe.imports_passed_through():
     )
     from agent_model.human import QuestionClosed, QuestionDesk
     from agent_model.memory import Memory
-    from agent_model.messages import Message, ToolCall, ToolChoice, is_empty_reply, user_message
+    from agent_model import agent_loop
+    from agent_model.agent_loop import (
+        Reply,
+        ReplyKind,
+        dropped_calls_note,
+        dropped_calls_reminder,
+        next_step_message,
+        observed,
+        over_the_per_reply_limit,
+        read_reply,
+        stuck_hint_due,
+        unknown_tool,
+    )
+    from agent_model.messages import Message, ToolCall, user_message
     from agent_model.payload import DETAILS_LIMIT, clip, fit, newest_within
-    from agent_model.plan import PlanBook, PlanningError, run_command
+    from agent_model.plan import PlanBook
     from agent_model.profiles import AgentProfile, UnknownAgent, get_profile
     from agent_model.prompting import fill
     from agent_model.run import (
@@ -42,20 +59,20 @@ with workflow.unsafe.imports_passed_through():
         CarriedState,
         HumanAnswer,
         HumanQuestion,
-        MAX_TOOL_CALLS_PER_REPLY,
         StepRecord,
-        ToolCallRecord,
         fit_result,
         observe_limit,
         records_page,
     )
     from agent_model.state import AgentState, StopReason
-    from agent_model.stuck import is_stuck, reply_signature
     from agent_model.think_context import CONTEXT_MISSING_ERROR, ContextSync
     from agent_model.tool_arguments import parse_arguments
-    from agent_model.tool_io import ToolRequest, ToolResult, observation_message, observation_text
+    from agent_model.tool_io import ToolRequest, ToolResult, observation_text
+    from agent_model.tool_spec import RunEnds
+    from agent_model.workspace_names import workspace_name_for
     from agent_model.usage import TokenUsage
     from prompts import agent_notes
+    from tools import TOOLS, activity_summary, schemas
     from workflows import search_attributes
 
 
@@ -64,15 +81,9 @@ CANCEL_PATCH = "cancel-ends-run-canceled"
 starts, even if the call in flight completes) and it ends CANCELED. Runs that
 were cancelled before this version ended COMPLETED with state CANCELLED, and
 went on with their next step when the call in flight completed anyway."""
-EMPTY_REPLY_PATCH = "empty-reply-is-not-an-answer"
-"""workflow.patched() id: an empty reply gets a reminder, a second one in a row
-ends the run in ERROR. Before, it ended the run as a success (answer '')."""
 CONTINUE_AS_NEW_PATCH = "continue-as-new-between-steps"
 """workflow.patched() id: a long run goes on in a new execution between two
 steps. Runs of earlier versions never did, and must not when replayed."""
-TOOL_CALL_CAP_PATCH = "tool-calls-per-reply-capped"
-"""workflow.patched() id: a reply's tool calls beyond MAX_TOOL_CALLS_PER_REPLY
-are dropped. Before, every call was run and answered."""
 ANSWER_RACE_PATCH = "answer-beats-simultaneous-timeout"
 """workflow.patched() id: an answer accepted in the activation in which the
 question timed out is the model's observation. Before, the model was told of
@@ -124,6 +135,8 @@ class AgentWorkflow:
         """Empty replies in a row."""
         self.hinted: set[str] = set()
         self.plans = PlanBook()
+        self._call_index = 0
+        """Index in its reply of the tool call being handled in the workflow."""
         self.workspace = run.workspace or workspace_name_for(workflow.info().workflow_id)
         self.context = ContextSync(key=f"{workflow.info().workflow_id}/{workflow.info().run_id}")
         self.steps_before = 0
@@ -157,11 +170,11 @@ class AgentWorkflow:
                 self.profile = self._resolve_profile(run)
                 self.memory = Memory.for_profile(self.profile)
                 self.directory = await workflow.execute_activity(
-                    "prepare_workspace",
+                    PREPARE_WORKSPACE,
                     self.workspace,
                     result_type=str,
                     summary=f"prepare workspace {self.workspace}",
-                    **PREPARE_WORKSPACE_OPTIONS,
+                    **PREPARE_WORKSPACE_CONFIG.options(),
                 )
                 self.memory.add(user_message(run.task))
             self._publish_details()
@@ -272,38 +285,32 @@ class AgentWorkflow:
     async def _step(self) -> None:
         profile = self.profile
         assert profile is not None
-        if profile.next_step_prompt:
-            self.memory.add(user_message(self._fill(profile.next_step_prompt)))
+        prompt = next_step_message(profile, self.directory, self.plans)
+        if prompt is not None:
+            self.memory.add(prompt)
 
         response = await self._think()
-        reply = response.message
-        record = StepRecord(step=self.step, thought=reply.content, usage=response.usage)
-        if response.finish_reason == "content_filter" and not reply.tool_calls:
-            # Asking again gets the same verdict; going on without a reply helps nobody.
+        reply = read_reply(response, profile, workflow.patched)
+        record = StepRecord(step=self.step, thought=response.message.content, usage=response.usage)
+        if reply.kind == ReplyKind.CONTENT_FILTERED:
             self.records.append(record)
             raise _RunEnded(StopReason.CONTENT_FILTERED, agent_notes.CONTENT_FILTER_NOTE)
-        if is_empty_reply(reply) and workflow.patched(EMPTY_REPLY_PATCH):
+        if reply.kind == ReplyKind.EMPTY:
             self._empty_reply(record, response.finish_reason)
             return
         self.empty_replies = 0
-        asked = len(reply.tool_calls or [])
-        if asked > MAX_TOOL_CALLS_PER_REPLY and workflow.patched(TOOL_CALL_CAP_PATCH):
-            reply = reply.model_copy(update={"tool_calls": reply.tool_calls[:MAX_TOOL_CALLS_PER_REPLY]})
-            record.note = fill(
-                agent_notes.TOO_MANY_CALLS_STEP_NOTE, dropped=asked - MAX_TOOL_CALLS_PER_REPLY, kept=MAX_TOOL_CALLS_PER_REPLY
-            )
-        self._remember_produced(reply, response.stored_digest)
+        if reply.dropped:
+            record.note = dropped_calls_note(reply)
+        self._remember_produced(reply.message, response.stored_digest)
         try:
             await self._act_on(reply, record)
         finally:
             # Published whole: followers never see a step that is half done.
             self.records.append(record)
             self._publish_details()
-        if asked > len(reply.tool_calls or []):
-            self.memory.add(
-                user_message(fill(agent_notes.TOO_MANY_CALLS_REMINDER, asked=asked, kept=MAX_TOOL_CALLS_PER_REPLY))
-            )
-        self._hint_if_stuck(reply)
+        if reply.dropped:
+            self.memory.add(dropped_calls_reminder(reply))
+        self._hint_if_stuck(reply.message)
 
     def _empty_reply(self, record: StepRecord, finish_reason: str | None) -> None:
         """No answer and no action: remind the model once; a second empty reply
@@ -321,20 +328,19 @@ class AgentWorkflow:
         self.memory.add(user_message(agent_notes.EMPTY_REPLY_REMINDER))
         self._publish_details()
 
-    async def _act_on(self, reply: Message, record: StepRecord) -> None:
+    async def _act_on(self, reply: Reply, record: StepRecord) -> None:
         profile = self.profile
         assert profile is not None
-        calls = reply.tool_calls or []
-        if not calls:
+        if reply.kind != ReplyKind.ACT:
             if self._cancel_ends_run():
                 raise _Cancelled()
-            if profile.tool_choice == ToolChoice.REQUIRED:
+            if reply.kind == ReplyKind.TOOL_REQUIRED:
                 self.memory.add(user_message(agent_notes.TOOL_REQUIRED_REMINDER))
-                return
-            if profile.tool_choice == ToolChoice.NONE or profile.finish_on_answer:
-                self.final_answer = reply.content
+            elif reply.kind == ReplyKind.ANSWER:
+                self.final_answer = reply.message.content
                 raise _RunEnded(StopReason.ANSWERED)
             return
+        calls = reply.message.tool_calls or []
 
         images: list[str] = []
         ended: _RunEnded | _Cancelled | None = None
@@ -347,9 +353,8 @@ class AgentWorkflow:
                 observation, error = agent_notes.NOT_RUN_CANCELLED, True
             elif ended is not None:
                 observation, error = "Not run: the run ended with an earlier call.", True
-            elif profile.max_tool_calls_per_step and index >= profile.max_tool_calls_per_step:
-                observation = f"Error: only {profile.max_tool_calls_per_step} tool call(s) per reply; this one was not run."
-                error = True
+            elif (refusal := over_the_per_reply_limit(profile, index)) is not None:
+                observation, error = refusal, True
             else:
                 try:
                     observation, error, image, stored_digest = await self._act(call, index, limit)
@@ -360,16 +365,8 @@ class AgentWorkflow:
                     observation, error, image, ended = f"The run ends ({end.reason.value}).", False, None, end
                 if image:
                     images.append(image)
-            message = observation_message(observation, call.id, call.function.name, limit)
-            record.tool_calls.append(
-                ToolCallRecord(
-                    id=call.id,
-                    name=call.function.name,
-                    arguments=call.function.arguments,
-                    observation=message.content or "",
-                    error=error,
-                )
-            )
+            message, call_record = observed(call, observation, error, limit)
+            record.tool_calls.append(call_record)
             self._remember_produced(message, stored_digest)
         for image in images:
             self.memory.add(user_message("Image produced by the tool above.", base64_image=image))
@@ -384,7 +381,8 @@ class AgentWorkflow:
         while True:
             if self._cancel_ends_run():
                 raise _Cancelled()
-            system_prompt, tools = self._fill(profile.system_prompt) or None, schemas(profile.tools) or None
+            system_prompt = agent_loop.system_prompt(profile, self.directory, self.plans)
+            tools = schemas(profile.tools) or None
             # A complete resend of this request must fit in one payload.
             self.memory.reserve(system_prompt, tools)
             request = self.context.build(
@@ -397,13 +395,13 @@ class AgentWorkflow:
             complete = self.context.is_complete(request)
             try:
                 response = await workflow.execute_activity(
-                    "think",
+                    THINK,
                     request,
                     result_type=ThinkResponse,
                     summary=f"think {self.step}/{profile.max_steps} · {profile.name}",
                     # A cancelled run ends only once the call is really abandoned.
                     cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                    **THINK_OPTIONS,
+                    **THINK_CONFIG.options(),
                 )
                 break
             except ActivityError as e:
@@ -427,8 +425,8 @@ class AgentWorkflow:
     def _hint_if_stuck(self, reply: Message) -> None:
         profile = self.profile
         assert profile is not None
-        signature = reply_signature(reply)
-        if signature in self.hinted or not is_stuck(self.memory.messages, profile.duplicate_threshold):
+        signature = stuck_hint_due(self.memory, reply, self.hinted, profile.duplicate_threshold)
+        if signature is None:
             return
         self.hinted.add(signature)
         self.memory.add(user_message(agent_notes.STUCK_HINT))
@@ -443,28 +441,23 @@ class AgentWorkflow:
         profile = self.profile
         assert profile is not None
         name = call.function.name
-        if name not in profile.tools or name not in TOOLS:
-            available = ", ".join(profile.tools)
-            return f"Error: unknown tool '{name}'. Available tools: {available}.", True, None, None
+        unknown = unknown_tool(profile, name, TOOLS)
+        if unknown is not None:
+            return unknown, True, None, None
         arguments, error = parse_arguments(name, call.function.arguments)
         if arguments is None:
             return error, True, None, None
 
-        if name == terminate.NAME:
-            status = str(arguments.get("status", "success"))
-            answer = arguments.get("answer")
-            if isinstance(answer, str) and answer.strip():
-                self.final_answer = answer
-            raise _RunEnded(StopReason.GAVE_UP if status == "failure" else StopReason.TERMINATED)
-        if name == ask_human.NAME:
-            return await self._ask_human(str(arguments.get("inquire", "")), index), False, None, None
-        if name == planning.NAME:
+        spec = TOOLS[name]
+        if spec.handler is not None:
+            self._call_index = index
             try:
-                return run_command(self.plans, arguments), False, None, None
-            except PlanningError as e:
-                return f"Error: {e}", True, None, None
-        if TOOLS[name].runs_in_workflow:  # create_chat_completion
-            return str(arguments.get("response", "")), False, None, None
+                outcome = await spec.handler(self, arguments)
+            except RunEnds as end:
+                if end.answer is not None:
+                    self.final_answer = end.answer
+                raise _RunEnded(StopReason.GAVE_UP if end.gave_up else StopReason.TERMINATED) from None
+            return outcome.observation, outcome.error, None, None
 
         request = ToolRequest(
             workspace=self.workspace,
@@ -481,7 +474,7 @@ class AgentWorkflow:
                 summary=activity_summary(name, arguments),
                 # A cancelled run ends only once the tool's processes are dead.
                 cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                **TOOLS[name].activity_options,
+                **spec.activity.options(),
             )
         except asyncio.CancelledError:  # its result and the cancellation came together
             if not self._cancel_ends_run():
@@ -497,11 +490,13 @@ class AgentWorkflow:
             self.shell_cwd = result.cwd
         return observation_text(result), result.error, result.base64_image, result.stored_digest
 
+    async def ask_user(self, question: str) -> str:
+        """For the ask_human tool (agent_model/tool_spec.py WorkflowTools)."""
+        return await self._ask_human(question, self._call_index)
+
     async def _ask_human(self, question: str, index: int) -> str:
         profile = self.profile
         assert profile is not None
-        if not question.strip():
-            return "Error: ask_human needs a non-empty `inquire`."
         seconds = int(profile.human_timeout_seconds)
         self.desk.ask(HumanQuestion(id=f"{self.step}.{index + 1}", text=question))
         self._publish_details()
@@ -532,9 +527,6 @@ class AgentWorkflow:
         next think names it instead of carrying it."""
         self.context.produced(self.memory.add(message), message, stored_digest)
 
-    def _fill(self, template: str) -> str:
-        plan_status = self.plans.get(None).render() if self.plans.active else "No plan yet."
-        return fill(template, directory=self.directory, plan_status=plan_status)
 
     def _last_assistant_text(self) -> str | None:
         for message in reversed(self.memory.messages):

@@ -12,9 +12,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.llm import THINK_OPTIONS
-    from activities.tools import planning as planning_tool
-    from activities.workspace import workspace_name_for
+    from agent_model.activity_specs import THINK, THINK_CONFIG
     from agent_model.flow import (
         FINALIZE_RESERVE_SECONDS,
         FINISH_MARGIN_SECONDS,
@@ -38,6 +36,8 @@ with workflow.unsafe.imports_passed_through():
     from agent_model.prompting import fill
     from agent_model.run import AgentRunInput, AgentRunResult
     from agent_model.state import AgentState
+    from agent_model.workspace_names import workspace_name_for
+    from tools import planning as planning_tool
     from agent_model.usage import TokenUsage
     from prompts import planning as prompts
     from workflows import search_attributes
@@ -251,11 +251,11 @@ class PlanningFlowWorkflow:
         budget = self._time_left(reserve=reserve)
         if budget <= timedelta(0):
             raise _ThinkFailed("no time was left")
-        options = dict(THINK_OPTIONS)
+        options = THINK_CONFIG.options()
         options["schedule_to_close_timeout"] = budget
         try:
             response = await workflow.execute_activity(
-                "think",
+                THINK,
                 fit(
                     ThinkRequest(
                         llm=self.input.llm,

@@ -24,9 +24,9 @@ from datetime import timedelta
 from pathlib import Path
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 from agent_model.tool_io import ToolResult
+from agent_model.tool_spec import TOOL_HEARTBEAT
 from activities.lost_worker import release_run_from_lost_worker
 from activities.tools import seccomp_filter
 from activities.tools.call_cgroup import CallGroup
@@ -41,13 +41,8 @@ A cancellation reaches the activity only in a heartbeat's response, so this
 cancelled run's processes live; a dead worker shows within the tools'
 heartbeat timeout."""
 
-TOOL_HEARTBEAT_TIMEOUT = timedelta(seconds=4)
-"""Heartbeat timeout of the tool activities (bash, python_execute,
-str_replace_editor). With a heartbeat every second it allows three missed
-beats: the worker's event loop, which sends them, stalled at most ~0.35 s
-(and a full GC ~0.4 s) with 200 runs saturating 2 cores (BENCHMARKS.md, P4),
-so only a dead or frozen worker goes silent this long. Its retry starts
-TOOL_RETRY_INTERVAL later on a live worker: ~5 s after the crash."""
+TOOL_HEARTBEAT_TIMEOUT = TOOL_HEARTBEAT.delta
+"""Heartbeat timeout of the tool activities (agent_model/tool_spec.py says why 4 s)."""
 
 TOOL_RETRY_INTERVAL = timedelta(seconds=1)
 """First retry interval of the tool activities. Tool failures come back as
@@ -496,15 +491,3 @@ async def _lock_run(path: Path) -> int:
     return fd
 
 
-def bad_arguments(message: str) -> ApplicationError:
-    """A non-retryable BadToolArguments error: malformed arguments fail the
-    same way on every attempt."""
-    return ApplicationError(message, type="BadToolArguments", non_retryable=True)
-
-
-def required_string(arguments: dict, name: str, tool: str) -> str:
-    """The string argument `name`, or a non-retryable BadToolArguments error."""
-    value = arguments.get(name)
-    if not isinstance(value, str):
-        raise bad_arguments(f"{tool} needs a string argument '{name}'.")
-    return value

@@ -74,10 +74,10 @@ from agent_model.flow import FlowOutcome, PlanningFlowInput, PlanningFlowResult
 from agent_model.run import AgentRunInput, AgentRunResult
 from agent_model.state import AgentState, StopReason
 from activities.tools.call_cgroup import CGROUP_ROOT, PARENT_NAME
-from activities.workspace import workspace_name_for
+from agent_model.workspace_names import workspace_name_for
 from prompts import planning as planning_prompts
-from tests.e2e_support import Child, child_env, pid_alive, start_worker, wait_until
-from tests.fake_openai import FakeOpenAI, Reply, call, python, terminate, turn_of
+from testkit.e2e import Child, child_env, pid_alive, start_worker, wait_until
+from testkit.fake_openai import FakeOpenAI, Reply, call, python, terminate, turn_of
 
 KINDS = ("think", "tool", "between", "flow")
 SLOW_REPLY_SECONDS = 30.0

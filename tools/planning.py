@@ -2,7 +2,12 @@
 commands are pure functions (agent_model.plan), so it runs in the workflow and
 has no activity."""
 
-from agent_model.plan import COMMANDS, StepStatus
+from __future__ import annotations
+
+from typing import Any
+
+from agent_model.plan import COMMANDS, PlanningError, StepStatus, run_command
+from agent_model.tool_spec import ToolOutcome, ToolSpec, WorkflowTools
 
 NAME = "planning"
 
@@ -43,3 +48,13 @@ SCHEMA = {
         },
     },
 }
+
+
+async def plan(tools: WorkflowTools, arguments: dict[str, Any]) -> ToolOutcome:
+    try:
+        return ToolOutcome(run_command(tools.plans, arguments))
+    except PlanningError as e:
+        return ToolOutcome(f"Error: {e}", error=True)
+
+
+SPEC = ToolSpec(name=NAME, schema=SCHEMA, handler=plan)

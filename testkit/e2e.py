@@ -1,5 +1,6 @@
-"""Helpers for the end-to-end and crash tests: worker.py / starter.py as child
-processes pointed at the session's dev server and at the fake LLM.
+"""End-to-end helpers for the tests, the crash driver and the benchmarks:
+worker.py / starter.py as child processes pointed at a dev server and at the
+fake LLM, and small probes of a run's Temporal state and of live processes.
 
 Every child runs in its own session (so it leads its own process group, and
 killing the group takes everything it started), writes its output to files

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import sys
-from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from temporalio import activity
-from temporalio.common import RetryPolicy
 
+from agent_model.tool_arguments import required_string
 from agent_model.tool_io import ToolRequest, ToolResult
-from activities.tools.process import TOOL_HEARTBEAT_TIMEOUT, TOOL_RETRY_INTERVAL, ProcessTool, required_string
-from activities.workspace import Workspace
+from agent_model.tool_spec import TOOL_HEARTBEAT, TOOL_RETRIES_AFTER_A_LOST_WORKER, ActivityConfig, Needs, Timeout
+from agent_model.tool_spec import ToolSpec, first_line_of
+
+if TYPE_CHECKING:  # worker side; imported when the worker builds the activity
+    from activities.worker_resources import WorkerResources
+    from activities.workspace import Workspace
 
 NAME = "python_execute"
 
@@ -38,38 +42,32 @@ SCHEMA = {
     },
 }
 
-OPTIONS: dict = {
-    # Must outlast the tool's own timeout (default 30 s) plus start-up and
-    # kill; the tool's timeout, not this one, normally ends a runaway program.
-    "start_to_close_timeout": timedelta(minutes=2),
-    # run_limited heartbeats every second: 4 s of silence means a dead worker
-    # (process.TOOL_HEARTBEAT_TIMEOUT says why 4 s, and why the lease is shorter).
-    "heartbeat_timeout": TOOL_HEARTBEAT_TIMEOUT,
-    "retry_policy": RetryPolicy(
-        # The shortest wait the server makes (process.TOOL_RETRY_INTERVAL).
-        initial_interval=TOOL_RETRY_INTERVAL,
-        # Program failures come back as results, so a retry only follows a lost
-        # worker; the program then runs again, which is the lesser evil.
-        maximum_attempts=3,
-        # Malformed arguments fail the same way every time.
-        non_retryable_error_types=["BadToolArguments"],
+CONFIG = ActivityConfig(
+    start_to_close=Timeout(
+        120,
+        "must outlast the tool's own timeout (30 s) plus start-up and kill; that timeout, not this "
+        "one, normally ends a runaway program",
     ),
-}
+    heartbeat=TOOL_HEARTBEAT,
+    retries=TOOL_RETRIES_AFTER_A_LOST_WORKER,
+)
 
 
-class PythonExecute(ProcessTool):
+class PythonExecute:
     def __init__(self, workspace: Workspace, timeout: float = 30.0, **options) -> None:
         """timeout: seconds before the program is killed (default 30); options:
         see ProcessTool."""
-        super().__init__(workspace, timeout, **options)
+        from activities.tools.process import ProcessTool
+
+        self.processes = ProcessTool(workspace, timeout, **options)
 
     @activity.defn(name=NAME)
     async def run(self, request: ToolRequest) -> ToolResult:
         code = required_string(request.arguments, "code", NAME)
-        refused = self.refused()
+        refused = self.processes.refused()
         if refused:
             return refused
-        outcome = await self.run_process(
+        outcome = await self.processes.run_process(
             # -E -s: ignore PYTHON* variables and user site-packages, but keep the
             #     run directory on sys.path so the agent can import its own
             #     modules (which -I would forbid).
@@ -78,4 +76,18 @@ class PythonExecute(ProcessTool):
             run_name=request.workspace,
             stdin=code.encode("utf-8", "surrogatepass"),
         )
-        return self.result(outcome, "The code ran and printed nothing (use print() to see values).")
+        return self.processes.result(outcome, "The code ran and printed nothing (use print() to see values).")
+
+
+def build(resources: WorkerResources):
+    return PythonExecute(resources.workspace, sandbox=resources.sandbox).run
+
+
+SPEC = ToolSpec(
+    name=NAME,
+    schema=SCHEMA,
+    summary=first_line_of("code"),
+    activity=CONFIG,
+    needs=frozenset({Needs.WORKSPACE, Needs.PROCESSES}),
+    build=build,
+)

@@ -1,5 +1,11 @@
 """terminate: ends the run. Runs in the workflow (no I/O), so it has no activity."""
 
+from __future__ import annotations
+
+from typing import Any
+
+from agent_model.tool_spec import RunEnds, ToolOutcome, ToolSpec, WorkflowTools
+
 NAME = "terminate"
 
 SCHEMA = {
@@ -27,3 +33,14 @@ SCHEMA = {
         },
     },
 }
+
+
+async def finish(tools: WorkflowTools, arguments: dict[str, Any]) -> ToolOutcome:
+    answer = arguments.get("answer")
+    raise RunEnds(
+        gave_up=str(arguments.get("status", "success")) == "failure",
+        answer=answer if isinstance(answer, str) and answer.strip() else None,
+    )
+
+
+SPEC = ToolSpec(name=NAME, schema=SCHEMA, handler=finish)

@@ -8,21 +8,19 @@ from __future__ import annotations
 
 import os
 import shlex
-from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from temporalio import activity
-from temporalio.common import RetryPolicy
 
+from agent_model.tool_arguments import required_string
 from agent_model.tool_io import ToolRequest, ToolResult
-from activities.tools.process import (
-    TOOL_HEARTBEAT_TIMEOUT,
-    TOOL_RETRY_INTERVAL,
-    ProcessTool,
-    read_report,
-    required_string,
-)
-from activities.workspace import Workspace
+from agent_model.tool_spec import TOOL_HEARTBEAT, TOOL_RETRIES_AFTER_A_LOST_WORKER, ActivityConfig, Needs, Timeout
+from agent_model.tool_spec import ToolSpec, first_line_of
+
+if TYPE_CHECKING:  # worker side; imported when the worker builds the activity
+    from activities.worker_resources import WorkerResources
+    from activities.workspace import Workspace
 
 NAME = "bash"
 
@@ -62,33 +60,27 @@ def schema(timeout: float = DEFAULT_TIMEOUT) -> dict:
 
 SCHEMA = schema()
 
-OPTIONS: dict = {
-    # Must outlast the command timeout (default 120 s) plus start-up and kill.
-    "start_to_close_timeout": timedelta(minutes=4),
-    # run_limited heartbeats every second: 4 s of silence means a dead worker
-    # (process.TOOL_HEARTBEAT_TIMEOUT says why 4 s, and why the lease is shorter).
-    "heartbeat_timeout": TOOL_HEARTBEAT_TIMEOUT,
-    "retry_policy": RetryPolicy(
-        # The shortest wait the server makes (process.TOOL_RETRY_INTERVAL).
-        initial_interval=TOOL_RETRY_INTERVAL,
-        # Command failures come back as results, so a retry only follows a lost
-        # worker; the command then runs again, which is the lesser evil.
-        maximum_attempts=3,
-        # Malformed arguments fail the same way every time.
-        non_retryable_error_types=["BadToolArguments"],
-    ),
-}
+CONFIG = ActivityConfig(
+    start_to_close=Timeout(240, "must outlast the command's own timeout (120 s) plus start-up and kill"),
+    heartbeat=TOOL_HEARTBEAT,
+    retries=TOOL_RETRIES_AFTER_A_LOST_WORKER,
+)
 
 
-class Bash(ProcessTool):
+class Bash:
     def __init__(self, workspace: Workspace, timeout: float = DEFAULT_TIMEOUT, **options) -> None:
         """timeout: seconds per command (default 120); options: see ProcessTool."""
-        super().__init__(workspace, timeout, **options)
+        from activities.tools.process import ProcessTool
+
+        self.workspace = workspace
+        self.processes = ProcessTool(workspace, timeout, **options)
 
     @activity.defn(name=NAME)
     async def run(self, request: ToolRequest) -> ToolResult:
+        from activities.tools.process import read_report
+
         command = required_string(request.arguments, "command", NAME)
-        refused = self.refused()
+        refused = self.processes.refused()
         if refused:
             return refused
         run_dir = self.workspace.run_dir(request.workspace)
@@ -98,7 +90,7 @@ class Bash(ProcessTool):
         report_read, report_write = os.pipe()
         try:
             try:
-                outcome = await self.run_process(
+                outcome = await self.processes.run_process(
                     ["bash", "--noprofile", "--norc", "-c", _with_cwd_report(command, report_write)],
                     run_name=request.workspace,
                     cwd=start_dir,
@@ -109,7 +101,21 @@ class Bash(ProcessTool):
             end_dir = _end_dir(read_report(report_read), run_dir) or str(start_dir)
         finally:
             os.close(report_read)
-        return self.result(outcome, "(no output)", cwd=end_dir)
+        return self.processes.result(outcome, "(no output)", cwd=end_dir)
+
+
+def build(resources: WorkerResources):
+    return Bash(resources.workspace, sandbox=resources.sandbox).run
+
+
+SPEC = ToolSpec(
+    name=NAME,
+    schema=SCHEMA,
+    summary=first_line_of("command"),
+    activity=CONFIG,
+    needs=frozenset({Needs.WORKSPACE, Needs.PROCESSES}),
+    build=build,
+)
 
 
 def _start_dir(requested: str | None, run_dir: Path) -> Path:

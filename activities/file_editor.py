@@ -1,4 +1,5 @@
-"""The str_replace_editor tool: view, create and edit text files in the run's directory.
+"""The worker side of the str_replace_editor tool (tools/str_replace_editor.py):
+view, create and edit text files in the run's directory.
 
 Tool code can change the run's directory between (and during) calls, so every
 file is reached through activities.safe_files: resolved beneath an open
@@ -33,23 +34,20 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from temporalio import activity
-from temporalio.common import RetryPolicy
 
+from agent_model.tool_arguments import bad_arguments
 from agent_model.tool_io import ToolRequest, ToolResult
+from tools.str_replace_editor import COMMANDS, CONFIG
 from activities import safe_files
 from activities.lost_worker import release_run_from_lost_worker
 from activities.safe_files import Beneath, FileTooLarge, OutsideRoot, UnsafeFile
-from activities.tools.process import HEARTBEAT_INTERVAL, TOOL_HEARTBEAT_TIMEOUT, TOOL_RETRY_INTERVAL, bad_arguments
+from activities.tools.process import HEARTBEAT_INTERVAL
 from activities.workspace import PathOutsideWorkspace, Workspace
 
-NAME = "str_replace_editor"
-
-COMMANDS = ("view", "create", "str_replace", "insert", "undo_edit")
 
 MAX_UNDO_DEPTH = 20
 """Edits remembered per file; older ones can no longer be undone."""
@@ -63,74 +61,8 @@ SNIPPET_CONTEXT_LINES = 4
 LISTING_DEPTH = 2
 """Directory levels shown by `view` of a directory."""
 
-SCHEMA = {
-    "type": "function",
-    "function": {
-        "name": NAME,
-        "description": (
-            "View, create and edit text files in the run's working directory. "
-            "`view` shows a file with line numbers, or lists a directory two "
-            "levels deep. `create` writes a new file (it refuses to overwrite). "
-            "`str_replace` replaces old_str, which must occur exactly once in the "
-            "file, by new_str; include enough surrounding lines to make it unique "
-            "and match whitespace exactly. `insert` adds new_str after line "
-            "insert_line (0 inserts at the top). `undo_edit` reverts the last "
-            "edit made to the file with this tool."
-        ),
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "command": {"type": "string", "enum": list(COMMANDS), "description": "What to do."},
-                "path": {
-                    "type": "string",
-                    "description": (
-                        "File or directory, relative to the run's directory or absolute inside it."
-                    ),
-                },
-                "file_text": {"type": "string", "description": "create: the whole content of the new file."},
-                "old_str": {"type": "string", "description": "str_replace: the exact text to replace."},
-                "new_str": {
-                    "type": "string",
-                    "description": (
-                        "str_replace: the replacement (default empty). insert: the text to insert."
-                    ),
-                },
-                "insert_line": {
-                    "type": "integer",
-                    "description": "insert: the line after which new_str goes; 0 for the top.",
-                },
-                "view_range": {
-                    "type": "array",
-                    "items": {"type": "integer"},
-                    "minItems": 2,
-                    "maxItems": 2,
-                    "description": "view: [first, last] line to show, 1-based; last -1 means to the end.",
-                },
-            },
-            "required": ["command", "path"],
-        },
-    },
-}
 
-OPTIONS: dict = {
-    # Reading or writing one file (at most 10 MiB) takes milliseconds; 10 s
-    # bounds a filesystem that stalls.
-    "start_to_close_timeout": timedelta(seconds=10),
-    # A call heartbeats every second after its first (most send none), so a
-    # worker that dies mid-call is noticed as fast as in the other tools.
-    "heartbeat_timeout": TOOL_HEARTBEAT_TIMEOUT,
-    "retry_policy": RetryPolicy(
-        # The shortest wait the server makes (process.TOOL_RETRY_INTERVAL).
-        initial_interval=TOOL_RETRY_INTERVAL,
-        # Safe to retry: view only reads, and a retried edit or undo recognises
-        # its own earlier attempt (see the module docstring) instead of repeating it.
-        maximum_attempts=3,
-        # Malformed arguments fail the same way every time.
-        non_retryable_error_types=["BadToolArguments"],
-    ),
-}
-
-DEADLINE_SECONDS = OPTIONS["start_to_close_timeout"].total_seconds() - 3
+DEADLINE_SECONDS = CONFIG.start_to_close.seconds - 3
 """How long `run` waits for its thread: long enough for any real file, short
 enough to answer before start_to_close_timeout."""
 
@@ -139,7 +71,7 @@ class _Refusal(Exception):
     """A request the tool cannot carry out; its message goes back to the model."""
 
 
-class StrReplaceEditor:
+class FileEditor:
     def __init__(
         self, workspace: Workspace, max_view_chars: int = 16000, deadline_seconds: float = DEADLINE_SECONDS
     ) -> None:
@@ -150,7 +82,6 @@ class StrReplaceEditor:
         self.max_view_chars = max_view_chars
         self.deadline_seconds = deadline_seconds
 
-    @activity.defn(name=NAME)
     async def run(self, request: ToolRequest) -> ToolResult:
         arguments = request.arguments
         command, path = arguments.get("command"), arguments.get("path")

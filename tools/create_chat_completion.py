@@ -1,6 +1,12 @@
 """create_chat_completion: a structured reply from the model. The response is the
 tool's own argument, so it runs in the workflow and has no activity."""
 
+from __future__ import annotations
+
+from typing import Any
+
+from agent_model.tool_spec import ToolOutcome, ToolSpec, WorkflowTools
+
 NAME = "create_chat_completion"
 
 SCHEMA = {
@@ -17,3 +23,10 @@ SCHEMA = {
         },
     },
 }
+
+
+async def respond(tools: WorkflowTools, arguments: dict[str, Any]) -> ToolOutcome:
+    return ToolOutcome(str(arguments.get("response", "")))
+
+
+SPEC = ToolSpec(name=NAME, schema=SCHEMA, handler=respond)

@@ -1,0 +1,50 @@
+"""The workflow's own activities (think, prepare_workspace), as the workflow
+schedules them: names, error types and options. Pure, like the tool specs, so
+workflow code never imports an activity's implementation."""
+
+from __future__ import annotations
+
+from agent_model.think_context import CONTEXT_MISSING_ERROR
+from agent_model.tool_spec import ActivityConfig, Retries, Timeout
+
+THINK = "think"
+PREPARE_WORKSPACE = "prepare_workspace"
+
+TOKEN_LIMIT_ERROR = "TokenLimitExceeded"
+REPLY_TOO_LARGE_ERROR = "LLMReplyTooLarge"
+NON_RETRYABLE_THINK_ERRORS = (
+    TOKEN_LIMIT_ERROR,
+    REPLY_TOO_LARGE_ERROR,
+    "LLMRequestRejected",
+    "UnknownLLMProfile",
+    CONTEXT_MISSING_ERROR,
+)
+MAX_THINK_RETRY_SECONDS = 60.0
+"""Longest wait between think attempts, a Retry-After header included."""
+
+THINK_CONFIG = ActivityConfig(
+    start_to_close=Timeout(600, "one model call may legitimately take minutes (long outputs, slow models)"),
+    heartbeat=Timeout(
+        4,
+        "heartbeats come every second: 4 s of silence (three missed beats; the event loop stalled "
+        "at most ~0.35 s under load, BENCHMARKS.md P4) means a dead worker",
+    ),
+    retries=Retries(
+        6,
+        "rate limits and outages pass (OpenManus waited up to 60 s, 6 attempts); the types below "
+        "get the same answer every time",
+        initial_seconds=1,
+        backoff=2.0,
+        maximum_interval_seconds=MAX_THINK_RETRY_SECONDS,
+        non_retryable=NON_RETRYABLE_THINK_ERRORS,
+    ),
+)
+
+PREPARE_WORKSPACE_CONFIG = ActivityConfig(
+    start_to_close=Timeout(
+        10,
+        "creating a directory takes milliseconds; 10 s covers a slow disk and bounds how long a run "
+        "waits when its worker dies mid-call (no heartbeat)",
+    ),
+    retries=Retries(5, "idempotent (mkdir exist_ok), so retrying a transient failure is safe"),
+)

@@ -1,0 +1,136 @@
+"""The agent loop's decisions, as plain Python: what a reply means, which calls
+run, what memory gets after a step, when a stuck hint is due.
+
+workflows/agent.py drives them with Temporal activities; bench/inproc.py drives
+the same functions with the activities called directly; tests call them with
+neither. Behaviour changes that must not touch runs already in flight are
+asked of `patched` (workflow.patched in the workflow, always True elsewhere).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+
+from agent_model.llm_io import ThinkResponse
+from agent_model.memory import Memory
+from agent_model.messages import Message, ToolCall, ToolChoice, is_empty_reply, user_message
+from agent_model.plan import PlanBook
+from agent_model.profiles import AgentProfile
+from agent_model.prompting import fill
+from agent_model.run import MAX_TOOL_CALLS_PER_REPLY, ToolCallRecord
+from agent_model.stuck import is_stuck, reply_signature
+from agent_model.tool_io import observation_message
+from prompts import agent_notes
+
+EMPTY_REPLY_PATCH = "empty-reply-is-not-an-answer"
+"""workflow.patched() id: an empty reply gets a reminder, a second one in a row
+ends the run in ERROR. Before, it ended the run as a success (answer '')."""
+TOOL_CALL_CAP_PATCH = "tool-calls-per-reply-capped"
+"""workflow.patched() id: a reply's tool calls beyond MAX_TOOL_CALLS_PER_REPLY
+are dropped. Before, every call was run and answered."""
+
+Patched = Callable[[str], bool]
+
+
+def always(_: str) -> bool:
+    return True
+
+
+class ReplyKind(Enum):
+    CONTENT_FILTERED = "content filtered: the run ends (asking again gets the same verdict)"
+    EMPTY = "neither text nor a tool call"
+    ACT = "tool calls to run"
+    ANSWER = "a plain answer that ends the run"
+    TOOL_REQUIRED = "a plain answer where a tool call was required: the model is reminded"
+    GO_ON = "a plain answer; the loop goes on"
+
+
+@dataclass(frozen=True)
+class Reply:
+    kind: ReplyKind
+    message: Message
+    """The reply as memory keeps it: at most MAX_TOOL_CALLS_PER_REPLY tool calls."""
+    asked: int = 0
+    """Tool calls the model asked for."""
+
+    @property
+    def dropped(self) -> int:
+        return self.asked - len(self.message.tool_calls or [])
+
+
+def read_reply(response: ThinkResponse, profile: AgentProfile, patched: Patched = always) -> Reply:
+    reply = response.message
+    if response.finish_reason == "content_filter" and not reply.tool_calls:
+        return Reply(ReplyKind.CONTENT_FILTERED, reply)
+    if is_empty_reply(reply) and patched(EMPTY_REPLY_PATCH):
+        return Reply(ReplyKind.EMPTY, reply)
+    asked = len(reply.tool_calls or [])
+    if asked > MAX_TOOL_CALLS_PER_REPLY and patched(TOOL_CALL_CAP_PATCH):
+        reply = reply.model_copy(update={"tool_calls": reply.tool_calls[:MAX_TOOL_CALLS_PER_REPLY]})
+    if asked:
+        return Reply(ReplyKind.ACT, reply, asked)
+    if profile.tool_choice == ToolChoice.REQUIRED:
+        return Reply(ReplyKind.TOOL_REQUIRED, reply)
+    if profile.tool_choice == ToolChoice.NONE or profile.finish_on_answer:
+        return Reply(ReplyKind.ANSWER, reply)
+    return Reply(ReplyKind.GO_ON, reply)
+
+
+def dropped_calls_note(reply: Reply) -> str:
+    return fill(agent_notes.TOO_MANY_CALLS_STEP_NOTE, dropped=reply.dropped, kept=MAX_TOOL_CALLS_PER_REPLY)
+
+
+def dropped_calls_reminder(reply: Reply) -> Message:
+    return user_message(fill(agent_notes.TOO_MANY_CALLS_REMINDER, asked=reply.asked, kept=MAX_TOOL_CALLS_PER_REPLY))
+
+
+def next_step_message(profile: AgentProfile, directory: str, plans: PlanBook) -> Message | None:
+    """The prompt added before each think, if the profile has one."""
+    if not profile.next_step_prompt:
+        return None
+    return user_message(fill(profile.next_step_prompt, directory=directory, plan_status=plan_status(plans)))
+
+
+def system_prompt(profile: AgentProfile, directory: str, plans: PlanBook) -> str | None:
+    return fill(profile.system_prompt, directory=directory, plan_status=plan_status(plans)) or None
+
+
+def plan_status(plans: PlanBook) -> str:
+    return plans.get(None).render() if plans.active else "No plan yet."
+
+
+def over_the_per_reply_limit(profile: AgentProfile, index: int) -> str | None:
+    """The observation of a call the profile does not let run, else None."""
+    limit = profile.max_tool_calls_per_step
+    if limit and index >= limit:
+        return f"Error: only {limit} tool call(s) per reply; this one was not run."
+    return None
+
+
+def unknown_tool(profile: AgentProfile, name: str, known: set[str] | dict) -> str | None:
+    if name in profile.tools and name in known:
+        return None
+    return f"Error: unknown tool '{name}'. Available tools: {', '.join(profile.tools)}."
+
+
+def observed(call: ToolCall, observation: str, error: bool, limit: int) -> tuple[Message, ToolCallRecord]:
+    """A call's observation as memory keeps it (cut to `limit`), and its record."""
+    message = observation_message(observation, call.id, call.function.name, limit)
+    record = ToolCallRecord(
+        id=call.id,
+        name=call.function.name,
+        arguments=call.function.arguments,
+        observation=message.content or "",
+        error=error,
+    )
+    return message, record
+
+
+def stuck_hint_due(memory: Memory, reply: Message, hinted: set[str], threshold: int) -> str | None:
+    """The reply's signature when it repeats and has not had a hint yet."""
+    signature = reply_signature(reply)
+    if signature in hinted or not is_stuck(memory.messages, threshold):
+        return None
+    return signature

@@ -1,0 +1,339 @@
+"""The starter's command line: an argument list becomes one immutable command.
+
+The first argument names the command when it is exactly one of COMMANDS;
+anything else is a run's arguments (`python starter.py "task"` is `run
+"task"`), and a task that is itself a command name goes after `run`. The old
+flag forms (--attach ID, --list, --show ID, --result ID, --answer ID TEXT,
+--cancel ID, --rewind ID --to-step N) are hidden options of `run` that map onto
+the same commands. Every complaint is a one-line UsageError.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import ClassVar, Sequence
+
+import worker as worker_script  # the `worker` command takes worker.py's own options
+from agent_model.flow import DEFAULT_FLOW_TIMEOUT_SECONDS, FINALIZE_RESERVE_SECONDS
+from agent_model.profiles import BUILTIN_PROFILES, get_profile
+from runtime.cli import UsageError
+
+# ---- the commands --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Run:
+    """Start a run, of one agent or a PlanningFlow, and follow it to its end."""
+
+    name: ClassVar[str] = "run"
+    task: str
+    agent: str = "manus"
+    flow: str | None = None
+    agents: tuple[str, ...] = ("manus",)
+    """The agents the run uses: its one agent, or the flow's executors (the first is primary)."""
+    max_steps: int | None = None
+    steps_per_run: int | None = None
+    timeout: float = DEFAULT_FLOW_TIMEOUT_SECONDS
+    run_id: str | None = None
+    detach: bool = False
+    worker: str = "auto"
+    config: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Attach:
+    """Follow an existing run to its end."""
+
+    name: ClassVar[str] = "attach"
+    run_id: str
+    worker: str = "auto"
+    config: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ListRuns:
+    """The recent runs, one line each."""
+
+    name: ClassVar[str] = "list"
+    config: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Show:
+    """A run's transcript."""
+
+    name: ClassVar[str] = "show"
+    run_id: str
+    worker: str = "auto"
+    config: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Result:
+    """A finished run's result."""
+
+    name: ClassVar[str] = "result"
+    run_id: str
+    config: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Answer:
+    """Answer the question a run waits on."""
+
+    name: ClassVar[str] = "answer"
+    run_id: str
+    text: str
+    worker: str = "auto"
+    config: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cancel:
+    """Cancel a run."""
+
+    name: ClassVar[str] = "cancel"
+    run_id: str
+    worker: str = "auto"
+    config: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rewind:
+    """Run a run again from the end of step `to_step`, and follow it."""
+
+    name: ClassVar[str] = "rewind"
+    run_id: str
+    to_step: int
+    detach: bool = False
+    worker: str = "auto"
+    config: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeWorker:
+    """worker.py's main with these arguments (checked against its options when parsed)."""
+
+    name: ClassVar[str] = "worker"
+    argv: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class StartServer:
+    """Start the embedded Temporal server, detached."""
+
+    name: ClassVar[str] = "server"
+
+
+Command = Run | Attach | ListRuns | Show | Result | Answer | Cancel | Rewind | ServeWorker | StartServer
+COMMANDS = {c.name: c for c in (Run, Attach, ListRuns, Show, Result, Answer, Cancel, Rewind, ServeWorker, StartServer)}
+OLD_FLAGS = ("attach", "answer", "cancel", "list", "show", "result", "rewind")
+"""The flags that were the commands before there were subcommands; they still are."""
+FOLLOWS_A_RUN = (Run, Attach, Rewind)
+"""Commands that follow a run to its end. Only they may start the embedded
+server (a new run goes there, an existing one lives there), and their
+interruptions say how to resume."""
+
+# ---- the command line ----------------------------------------------------------------
+
+RULE = """\
+Which command: when the first argument is exactly one of the names above, it
+is the command; anything else is a run's arguments, so
+`python starter.py "task"` means `python starter.py run "task"`. A task that
+is itself a command name goes after `run`: python starter.py run list
+Each command's own options: python starter.py COMMAND --help
+
+list, show, result, answer and cancel never start a Temporal server: with
+none to reach they say so in one line (exit 2). run, attach and rewind start
+the embedded one when TEMPORAL_ADDRESS is unset and nothing answers on
+127.0.0.1:7233; `server` starts it alone.
+
+The old flag forms still work: --attach ID, --list, --show ID, --result ID,
+--answer ID TEXT, --cancel ID, --rewind ID --to-step N.
+
+Exit codes: 0 the run finished its task; 1 it ended otherwise; 2 bad input or
+configuration; 3 lost the Temporal server while following; 130 Ctrl-C."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose complaints are one-line UsageErrors (exit 2)."""
+
+    def error(self, message: str):
+        raise UsageError(f"{message} (see: python {self.prog} --help)")
+
+
+def add_worker_mode(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--worker", choices=("auto", "always", "never"), default="auto",
+        help="run an in-process worker: auto = when no live worker serves the run (default)",
+    )
+
+
+def add_config(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="config file (default: config/config.toml or $DURABLE_MANUS_CONFIG)")
+
+
+def add_run_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument("task", nargs="?", help="what the agent should do")
+    run.add_argument("--agent", default="manus", help=f"agent profile ({', '.join(BUILTIN_PROFILES)}); default manus")
+    run.add_argument("--max-steps", type=int, help="override the agent's step limit (each agent's, in a flow)")
+    run.add_argument(
+        "--steps-per-run", type=int,
+        help="go on in a new Temporal execution every N steps (default: when the history grows large)",
+    )
+    run.add_argument("--flow", choices=("planning",), help="run a PlanningFlow: plan, then one child agent run per step")
+    run.add_argument(
+        "--agents", default="manus", help="with --flow: executor agents, comma-separated; the first is primary (default manus)"
+    )
+    run.add_argument(
+        "--timeout", type=float, default=DEFAULT_FLOW_TIMEOUT_SECONDS,
+        help=f"with --flow: the flow's time bound in seconds (default {DEFAULT_FLOW_TIMEOUT_SECONDS:.0f})",
+    )
+    add_config(run)
+    run.add_argument("--id", dest="run_id", metavar="ID", help="workflow id for the new run (default: generated)")
+    run.add_argument("--detach", action="store_true", help="start the run, print its id and exit")
+    add_worker_mode(run)
+    # The old command flags, kept for scripts; parse_command maps each onto its command.
+    for flag in OLD_FLAGS:
+        if flag == "list":
+            run.add_argument("--list", action="store_true", help=argparse.SUPPRESS)
+        else:
+            run.add_argument(f"--{flag}", nargs=2 if flag == "answer" else None, help=argparse.SUPPRESS)
+    run.add_argument("--to-step", type=int, help=argparse.SUPPRESS)
+
+
+def build_parser() -> Parser:
+    parser = Parser(
+        prog="starter.py",
+        usage="%(prog)s [run] [options] TASK\n       %(prog)s COMMAND [options] [ARGS]",
+        description="Run a durable-manus agent on a task, or control the runs there are.",
+        epilog=RULE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands", prog="starter.py")
+    add_run_options(commands.add_parser("run", help="start a run and follow it to its end (the default command)"))
+    attach = commands.add_parser("attach", help="follow an existing run to its end")
+    attach.add_argument("run_id", metavar="ID")
+    add_worker_mode(attach)
+    add_config(attach)
+    add_config(commands.add_parser("list", help="recent runs: id, agent or flow, state, step, age"))
+    show = commands.add_parser("show", help="a run's transcript: thoughts, tool calls, observations, tokens")
+    show.add_argument("run_id", metavar="ID")
+    add_worker_mode(show)
+    add_config(show)
+    result = commands.add_parser("result", help="a finished run's result (exit code as for the run)")
+    result.add_argument("run_id", metavar="ID")
+    add_config(result)
+    answer = commands.add_parser("answer", help="answer the question a run (or a flow's step) waits on")
+    answer.add_argument("run_id", metavar="ID")
+    answer.add_argument("text", metavar="TEXT")
+    add_worker_mode(answer)
+    add_config(answer)
+    cancel = commands.add_parser("cancel", help="cancel a run (a flow cancels its running step too)")
+    cancel.add_argument("run_id", metavar="ID")
+    add_worker_mode(cancel)
+    add_config(cancel)
+    rewind = commands.add_parser("rewind", help="run a run again from the end of step N, and follow it")
+    rewind.add_argument("run_id", metavar="ID")
+    rewind.add_argument("--to-step", type=int, required=True, metavar="N", help="keep steps 1..N, re-run the rest (0 = all)")
+    rewind.add_argument("--detach", action="store_true", help="rewind, print the run's id and exit")
+    add_worker_mode(rewind)
+    add_config(rewind)
+    worker_script.add_arguments(commands.add_parser("worker", help="run a worker, as python worker.py (same options)"))
+    commands.add_parser("server", help="start the embedded Temporal server, detached, unless it runs already")
+    return parser
+
+
+def parse_command(argv: Sequence[str]) -> Command:
+    """The command an argument list means: the first argument names it when it
+    is exactly a command name, else the arguments are a run's."""
+    argv = list(argv)
+    parser = build_parser()
+    if argv[:1] in (["-h"], ["--help"]):
+        parser.parse_args(argv[:1])  # prints the help and exits
+    named = bool(argv) and argv[0] in COMMANDS
+    args, extra = parser.parse_known_args(argv if named else ["run", *argv])
+    if extra:
+        raise UsageError(f"unrecognized arguments: {' '.join(extra)} (see: python starter.py {args.command} --help)")
+    bad = not_utf8(args)
+    if bad is not None:
+        raise UsageError(f"{bad} is not valid UTF-8 text")
+    if args.command == "run":
+        command = run_or_old_form(args, named)
+    elif args.command == "worker":
+        command = ServeWorker(argv=tuple(argv[1:]))
+    else:
+        command = COMMANDS[args.command](**{k: v for k, v in vars(args).items() if k != "command"})
+    if isinstance(command, (Attach, Show, Result, Answer, Cancel, Rewind)) and not command.run_id.strip():
+        raise UsageError("the run id is empty")
+    return command
+
+
+def not_utf8(args: argparse.Namespace) -> str | None:
+    """The first argument that is not valid UTF-8 (it cannot be sent to Temporal), named."""
+    names = {"task": "the task", "text": "the answer", "run_id": "--id" if args.command == "run" else "the run id"}
+    for dest, value in vars(args).items():
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str) and not text.isascii():
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
+                    return names.get(dest, f"--{dest.replace('_', '-')}")
+    return None
+
+
+def run_or_old_form(args: argparse.Namespace, named: bool) -> Command:
+    old = [flag for flag in OLD_FLAGS if getattr(args, flag) not in (None, False)]
+    if len(old) > 1:
+        raise UsageError(f"--{old[0]} and --{old[1]} do not go together")
+    if old:
+        return old_form(args, old[0])
+    if args.to_step is not None:
+        raise UsageError("--to-step goes with --rewind")
+    if not args.task or not args.task.strip():
+        raise UsageError('the task is empty; usage: python starter.py "what the agent should do"')
+    if not named and args.task in COMMANDS:
+        raise UsageError(
+            f"{args.task!r} after options is ambiguous: for the command put it first "
+            f"(python starter.py {args.task} ...); for a task named so, write python starter.py run [options] {args.task}"
+        )
+    get_profile(args.agent)  # UnknownAgent is a ValueError with a clear message
+    if args.steps_per_run is not None and args.steps_per_run < 1:
+        raise UsageError("--steps-per-run must be at least 1")
+    if args.max_steps is not None and args.max_steps < 1:
+        raise UsageError("--max-steps must be at least 1")
+    agents = (args.agent,)
+    if args.flow:
+        agents = tuple(a.strip() for a in args.agents.split(",") if a.strip())
+        if not agents:
+            raise UsageError("--agents needs at least one agent")
+        for agent in agents:
+            get_profile(agent)
+        if args.timeout <= FINALIZE_RESERVE_SECONDS:
+            raise UsageError(f"--timeout must be more than {FINALIZE_RESERVE_SECONDS:.0f} s (kept for the summary)")
+    return Run(
+        task=args.task, agent=args.agent, flow=args.flow, agents=agents, max_steps=args.max_steps,
+        steps_per_run=args.steps_per_run, timeout=args.timeout, run_id=args.run_id, detach=args.detach,
+        worker=args.worker, config=args.config,
+    )
+
+
+def old_form(args: argparse.Namespace, flag: str) -> Command:
+    """The command an old flag form names; the run options it does not use are ignored, as they were."""
+    if args.task:
+        raise UsageError(f"give either a task or --{flag}, not both")
+    if flag == "rewind" and args.to_step is None:
+        raise UsageError("--rewind needs --to-step N")
+    if flag != "rewind" and args.to_step is not None:
+        raise UsageError("--to-step goes with --rewind")
+    value = getattr(args, flag)
+    if flag == "list":
+        return ListRuns(config=args.config)
+    if flag == "result":
+        return Result(run_id=value, config=args.config)
+    if flag == "answer":
+        return Answer(run_id=value[0], text=value[1], worker=args.worker, config=args.config)
+    if flag == "rewind":
+        return Rewind(run_id=value, to_step=args.to_step, detach=args.detach, worker=args.worker, config=args.config)
+    return COMMANDS[flag](run_id=value, worker=args.worker, config=args.config)

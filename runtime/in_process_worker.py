@@ -1,0 +1,114 @@
+"""The worker a starter command runs in its own process when the run needs one."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.tools.sandbox import SandboxUnavailable
+from config.settings import DEFAULT_TASK_QUEUE, ConfigError, Settings
+from runtime import run_control
+from runtime.connection import is_unreachable
+from runtime.follow import ServerLost, Stall
+from runtime.task_queue import live_workers
+from runtime.worker_factory import GRACEFUL_SHUTDOWN, build_worker, check_worker_settings, harden_worker_process
+
+WORKER_STOP_SECONDS = GRACEFUL_SHUTDOWN.total_seconds() + 10
+"""Longest wait for the in-process worker to stop: its activities' grace
+period, and time to report them to the server."""
+
+
+def worker_command(settings: Settings) -> str:
+    """The command that starts a worker for this starter's task queue."""
+    queue = settings.task_queue
+    return "python worker.py" if queue == DEFAULT_TASK_QUEUE else f"TEMPORAL_TASK_QUEUE={queue} python worker.py"
+
+
+class InProcessWorker:
+    """The worker this process runs for the command, if any.
+
+    It starts at once when no worker is alive on the task queue (or with
+    --worker always). When the task queue lists workers that may be alive, it
+    is only made ready: it starts if the run's next task then waits for a
+    worker (see Watch), because the list can name a worker that exited a minute
+    ago, on another machine. Several workers on one queue are fine, so a wrong
+    guess costs an idle worker, never a stuck run.
+    """
+
+    def __init__(self, client: Client, settings: Settings, stack: contextlib.AsyncExitStack) -> None:
+        self.client, self.settings, self.stack = client, settings, stack
+        self.worker: Worker | None = None
+        self.unavailable: str | None = None
+        """Why this process cannot run a worker, when it cannot."""
+        self.running = False
+        self.live: list[str] = []
+        """Workers the task queue lists that may be alive."""
+
+    def _build(self) -> Worker:
+        self.settings.require_workspace_root()
+        return build_worker(self.client, self.settings, check_worker_settings(self.settings))
+
+    async def prepare(self, mode: str) -> None:
+        """Checked before anything starts: a worker that is needed and cannot
+        run is an error now, not a half-begun run."""
+        if mode == "never":
+            self.unavailable = "--worker never"
+            return
+        if mode == "auto":
+            self.live = await live_workers(self.client, self.settings.task_queue)
+        if mode == "always" or not self.live:
+            self.worker = self._build()
+            await self.start()
+            return
+        try:
+            self.worker = self._build()
+        except (ConfigError, SandboxUnavailable) as e:
+            self.unavailable = str(e)
+
+    async def start(self) -> bool:
+        """Start the worker if it is ready and not running; True when it runs.
+        It stops when the command's AsyncExitStack closes."""
+        if not self.running and self.worker is not None:
+            harden_worker_process()
+            await self.worker.__aenter__()
+            self.stack.push_async_exit(self._stop)
+            self.running = True
+        return self.running
+
+    async def _stop(self, exc_type, exc, tb) -> bool:
+        assert self.worker is not None
+        if exc_type is ServerLost or is_unreachable(exc):
+            return False  # a worker cannot hand its tasks back to a server that is gone
+        try:
+            await asyncio.wait_for(self.worker.__aexit__(exc_type, exc, tb), WORKER_STOP_SECONDS)
+        except asyncio.TimeoutError:
+            pass  # left behind: the process exits without waiting for it (see starter.main)
+        return False
+
+    async def start_unless_answered(self, run_id: str) -> None:
+        """For a command that needs a worker to answer for `run_id` now: start
+        this one unless a live worker answers for the run."""
+        if not self.running and self.worker is not None and not await run_control.worker_answers(self.client, run_id):
+            await self.start()
+
+    async def on_stall(self, run_id: str, waited: float) -> Stall | None:
+        if self.running:
+            return None
+        if await self.start():
+            listed = ", ".join(self.live[:3])
+            return Stall(
+                f"no worker took run {run_id}'s task within {waited:.0f} s (the task queue lists {listed}, which "
+                "has probably exited); running one in this process",
+                resolved=True,
+            )
+        if self.unavailable == "--worker never":
+            fix = f"Start one with `{worker_command(self.settings)}`, or run this command without --worker never."
+        else:
+            fix = f"Start one with `{worker_command(self.settings)}` (this starter cannot run one: {self.unavailable})."
+        return Stall(
+            f"waiting for a worker: no worker has taken run {run_id}'s next task for {waited:.0f} s, and nothing "
+            f"runs until one does. {fix}"
+        )

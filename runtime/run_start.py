@@ -1,0 +1,129 @@
+"""Starting a run: refusing a task that cannot fit the model, the workflow
+start itself, and what a detached start says about its worker."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from datetime import timedelta
+from typing import TextIO
+
+from temporalio.client import Client, WorkflowHandle
+
+from activities.token_count import count_prompt_tokens
+from agent_model.flow import PlanningFlowInput
+from agent_model.messages import user_message
+from agent_model.profiles import get_profile
+from agent_model.run import AgentRunInput, AgentRunResult
+from config.settings import Settings
+from runtime import run_control
+from runtime.cli import UsageError
+from runtime.in_process_worker import worker_command
+from runtime.task_queue import live_workers, picked_up
+from tools import schemas
+from workflows import search_attributes
+from workflows.agent import AgentWorkflow
+from workflows.planning import PlanningFlowWorkflow
+
+SUMMARY_LENGTH = 120
+"""Characters of the task shown as the run's summary in the Web UI."""
+PICKUP_SECONDS = 3.0
+"""With --detach, how long to watch for a worker taking the new run."""
+
+
+def check_task_fits(settings: Settings, task: str, agents: tuple[str, ...]) -> None:
+    """Refuse a task that alone exceeds an agent's model input limit, before starting."""
+    for agent in agents:
+        profile = get_profile(agent)
+        llm = settings.llm_profile(profile.llm)
+        if llm.max_input_tokens is None:
+            continue
+        needed = count_prompt_tokens(llm.model, [user_message(task)], profile.system_prompt, schemas(profile.tools))
+        if needed > llm.max_input_tokens:
+            raise UsageError(
+                f"the task needs {needed} input tokens with agent {agent}, over max_input_tokens "
+                f"{llm.max_input_tokens} of {llm.model}; shorten it"
+            )
+
+
+def summary_of(task: str) -> str:
+    summary = " ".join(task.split())
+    return summary if len(summary) <= SUMMARY_LENGTH else summary[: SUMMARY_LENGTH - 1] + "…"
+
+
+async def start_agent_run(
+    client: Client,
+    settings: Settings,
+    task: str,
+    *,
+    agent: str,
+    max_steps: int | None,
+    steps_per_run: int | None,
+    run_id: str | None,
+) -> WorkflowHandle:
+    registered = await run_control.search_attributes_registered(client)
+    started = await client.start_workflow(
+        AgentWorkflow.run,
+        AgentRunInput(task=task, agent=agent, max_steps=max_steps, steps_per_run=steps_per_run),
+        id=run_id or f"{agent}-{uuid.uuid4().hex[:12]}",
+        task_queue=settings.task_queue,
+        static_summary=summary_of(task),
+        search_attributes=search_attributes.initial(agent) if registered else None,
+    )
+    # Not bound to the first execution: queries and the result follow the run
+    # when it continues as new.
+    return client.get_workflow_handle(
+        started.id, first_execution_run_id=started.first_execution_run_id, result_type=AgentRunResult
+    )
+
+
+async def start_planning_flow(
+    client: Client,
+    settings: Settings,
+    task: str,
+    *,
+    agents: tuple[str, ...],
+    timeout: float,
+    max_steps: int | None,
+    steps_per_run: int | None,
+    run_id: str | None,
+) -> WorkflowHandle:
+    registered = await run_control.search_attributes_registered(client)
+    return await client.start_workflow(
+        PlanningFlowWorkflow.run,
+        PlanningFlowInput(
+            task=task,
+            agents=list(agents),
+            timeout_seconds=timeout,
+            max_steps_per_agent=max_steps,
+            steps_per_run=steps_per_run,
+        ),
+        id=run_id or f"flow-{uuid.uuid4().hex[:12]}",
+        task_queue=settings.task_queue,
+        # Temporal's bound; the flow ends itself a little before it, with a result.
+        execution_timeout=timedelta(seconds=timeout),
+        static_summary=f"planning flow: {summary_of(task)}",
+        search_attributes=search_attributes.initial(search_attributes.FLOW_AGENT_NAME) if registered else None,
+    )
+
+
+async def report_worker_for_detached(client: Client, settings: Settings, handle: WorkflowHandle, out: TextIO) -> None:
+    """Say whether a worker took the detached run, and if none did, how to get one."""
+    live = await live_workers(client, settings.task_queue)
+    if live:
+        deadline = time.monotonic() + PICKUP_SECONDS
+        while time.monotonic() < deadline:
+            description = await handle.describe()
+            if picked_up(description.raw_description):
+                print(f"a worker is running ({', '.join(live[:3])}) and has taken the run", file=out)
+                return
+            await asyncio.sleep(0.2)
+        why = f"no worker has taken the run within {PICKUP_SECONDS:.0f} s (the one the task queue lists has probably exited)"
+    else:
+        why = f"no worker is running for task queue {settings.task_queue}"
+    print(
+        f"{why}: the run waits at step 0 until one does. Start one with `{worker_command(settings)}`, "
+        f"or follow the run with `python starter.py --attach {handle.id}`, which runs one in its process.",
+        file=out,
+    )

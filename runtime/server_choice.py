@@ -1,0 +1,77 @@
+"""Which Temporal server a starter command talks to, and when the embedded one
+is started.
+
+The configured server (TEMPORAL_ADDRESS or a Temporal config profile) is used
+as it is. Without one, the address is the embedded server's; only the commands
+that start or follow a run (run, attach, rewind) start that server when nothing
+answers there. A command on runs that exist (list, show, result, answer,
+cancel) never does: a server that is not running holds no run to read, so it
+says so in one line instead.
+"""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from temporalio.client import Client
+
+from runtime.cli import UsageError, cli_runtime
+from runtime.connection import DEFAULT_ADDRESS, TemporalUnreachable, address_is_explicit, connect, connect_config
+from runtime.connection import port_answers
+from runtime.embedded_server import UI_PORT, start_embedded_server
+
+EXISTING_SERVER_WAIT = 5.0
+"""Seconds to wait for a server that should already be up."""
+NEW_SERVER_WAIT = 30.0
+"""Seconds to wait for the embedded server just started."""
+START_HINT = "`python starter.py server` starts the embedded one (so does `python starter.py run ...`)"
+
+
+def embedded_server_missing() -> bool:
+    """True when no server is configured and nothing answers at the embedded server's address."""
+    return not address_is_explicit() and not port_answers(DEFAULT_ADDRESS)
+
+
+def started_line(directory) -> str:
+    return (
+        f"Started the embedded Temporal server (data in {directory}, Web UI http://127.0.0.1:{UI_PORT}); "
+        "it keeps running after this command."
+    )
+
+
+async def connect_for(command: str, may_start_server: bool, out: TextIO) -> Client:
+    """A client for `command`; the embedded server is started first only when
+    `may_start_server` and it is needed."""
+    wait = EXISTING_SERVER_WAIT
+    if embedded_server_missing():
+        if not may_start_server:
+            raise TemporalUnreachable(
+                f"no Temporal server answers at {DEFAULT_ADDRESS} and `{command}` never starts one; {START_HINT}, "
+                "or set TEMPORAL_ADDRESS to another server"
+            )
+        print(started_line(start_embedded_server()), file=out)
+        wait = NEW_SERVER_WAIT
+    try:
+        return await connect(wait_seconds=wait, runtime=cli_runtime())
+    except TemporalUnreachable as e:
+        if may_start_server:
+            raise
+        raise TemporalUnreachable(f"{e}; `{command}` never starts a server") from None
+
+
+async def start_server(out: TextIO) -> int:
+    """`python starter.py server`: start the embedded server, detached, unless it already answers."""
+    configured = connect_config()["target_host"]
+    if address_is_explicit() and configured != DEFAULT_ADDRESS:
+        raise UsageError(
+            f"the configured Temporal server is {configured} (TEMPORAL_ADDRESS or a Temporal config profile); "
+            f"`server` only starts the embedded one at {DEFAULT_ADDRESS}: unset TEMPORAL_ADDRESS to use it"
+        )
+    if port_answers(DEFAULT_ADDRESS):
+        print(f"a Temporal server already answers at {DEFAULT_ADDRESS}", file=out)
+        return 0
+    directory = start_embedded_server()
+    await connect(wait_seconds=NEW_SERVER_WAIT, runtime=cli_runtime())
+    print(started_line(directory), file=out)
+    print(f"It listens on {DEFAULT_ADDRESS}; stop it with: kill $(cat {directory}/temporal.pid)", file=out)
+    return 0
