@@ -119,6 +119,17 @@ async def executions(client: Client, workflow_id: str) -> list:
         history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
 
 
+async def start_continuing(env, settings):
+    """A run that continues as new every 2 steps, and a handle that follows it."""
+    started = await env.client.start_workflow(
+        AgentWorkflow.run,
+        AgentRunInput(task="do it", profile=PROFILE, steps_per_run=2),
+        id=f"can-{uuid.uuid4().hex[:8]}",
+        task_queue=settings.task_queue,
+    )
+    return started, env.client.get_workflow_handle(started.id, result_type=AgentRunResult)
+
+
 async def test_a_run_that_continues_as_new_goes_on_where_it_was(dev_env, fake_llm, tmp_path):
     settings = make_settings(fake_llm.base_url, tmp_path / "workspace")
     fake_llm.turns = [
@@ -130,13 +141,7 @@ async def test_a_run_that_continues_as_new_goes_on_where_it_was(dev_env, fake_ll
         terminate("all done"),
     ]
     async with build_worker(dev_env.client, settings):
-        started = await dev_env.client.start_workflow(
-            AgentWorkflow.run,
-            AgentRunInput(task="do it", profile=PROFILE, steps_per_run=2),
-            id=f"can-{uuid.uuid4().hex[:8]}",
-            task_queue=settings.task_queue,
-        )
-        handle = dev_env.client.get_workflow_handle(started.id, result_type=AgentRunResult)
+        started, handle = await start_continuing(dev_env, settings)
         result = await handle.result()
         chain = await executions(dev_env.client, started.id)
         records = await run_control.records_of(dev_env.client, started.id)
@@ -165,13 +170,7 @@ async def test_rewind_reaches_a_step_of_an_earlier_execution(dev_env, fake_llm, 
     settings = make_settings(fake_llm.base_url, tmp_path / "workspace")
     fake_llm.turns = [python("print('one')"), python("print('two')"), python("print('three')"), terminate("done")]
     async with build_worker(dev_env.client, settings):
-        started = await dev_env.client.start_workflow(
-            AgentWorkflow.run,
-            AgentRunInput(task="do it", profile=PROFILE, steps_per_run=2),
-            id=f"can-{uuid.uuid4().hex[:8]}",
-            task_queue=settings.task_queue,
-        )
-        handle = dev_env.client.get_workflow_handle(started.id, result_type=AgentRunResult)
+        started, handle = await start_continuing(dev_env, settings)
         await handle.result()
         asked = len(fake_llm.requests)
         out = io.StringIO()
