@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     except RPCError as e:
         if is_unreachable(e):
             target = following.run_id if following else None
-            again = f"; re-attach with `python starter.py --attach {target}`" if target else ""
+            again = f"; re-attach with `python starter.py attach {target}`" if target else ""
             print(
                 f"starter: lost the Temporal server at {connect_config()['target_host']} ({e.message}){again}",
                 file=sys.stderr,
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             print("\nstarter: interrupted", file=sys.stderr)
         else:
             target = following.run_id or "<run id>"
-            print(f"\nstopped following; the run goes on. Resume with: python starter.py --attach {target}", file=sys.stderr)
+            print(f"\nstopped following; the run goes on. Resume with: python starter.py attach {target}", file=sys.stderr)
         return 130
 
 

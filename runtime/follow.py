@@ -333,7 +333,7 @@ class Watch:
         progress.clear_line()
         print(
             f"starter: lost the Temporal server at {self.address}; the run is safe, re-attach with "
-            f"`python starter.py --attach {run_id}` (retrying for {self.lost_retry_seconds:.0f} s)",
+            f"`python starter.py attach {run_id}` (retrying for {self.lost_retry_seconds:.0f} s)",
             file=sys.stderr,
             flush=True,
         )

@@ -124,6 +124,6 @@ async def report_worker_for_detached(client: Client, settings: Settings, handle:
         why = f"no worker is running for task queue {settings.task_queue}"
     print(
         f"{why}: the run waits at step 0 until one does. Start one with `{worker_command(settings)}`, "
-        f"or follow the run with `python starter.py --attach {handle.id}`, which runs one in its process.",
+        f"or follow the run with `python starter.py attach {handle.id}`, which runs one in its process.",
         file=out,
     )

@@ -168,7 +168,7 @@ async def test_detach_says_whether_a_worker_runs(dev_env, env, fake_llm, tmp_pat
         assert await alone.wait(COMMAND_BOUND) == 0, alone.describe()
         out = alone.stdout()
         assert f"no worker is running for task queue {env['TEMPORAL_TASK_QUEUE']}" in out, alone.describe()
-        assert "python worker.py" in out and f"--attach {run_id_of(alone)}" in out, alone.describe()
+        assert "python worker.py" in out and f"attach {run_id_of(alone)}" in out, alone.describe()
         assert fake_llm.requests == []
 
         worker = start_worker(env, logs)
@@ -275,7 +275,7 @@ async def test_server_killed_while_following(own_server, fake_llm, tmp_path):
         assert time.monotonic() - lost < 75, starter.describe()
         (line,) = stderr_lines(starter)
         assert f"lost the Temporal server at {server.address}" in line, line
-        assert f"python starter.py --attach {run_id}" in line, line
+        assert f"python starter.py attach {run_id}" in line, line
         assert_no_noise(starter)
     finally:
         await starter.stop()
