@@ -65,8 +65,10 @@ class Redactor:
 
 
 def worker_secrets(settings: Settings, client: Client | None = None) -> list[str]:
-    """The keys the worker holds: every LLM profile's, and Temporal's."""
+    """The keys the worker holds: every LLM profile's, the search engines'
+    ([search] brave_api_key, tavily_api_key), and Temporal's."""
     keys = [llm.api_key.get_secret_value() for llm in settings.llm.values() if llm.api_key is not None]
+    keys += [key.get_secret_value() for key in (settings.search.brave_api_key, settings.search.tavily_api_key) if key is not None]
     keys.append(os.environ.get("TEMPORAL_API_KEY", ""))
     if client is not None and client.api_key:
         keys.append(client.api_key)

@@ -3,10 +3,12 @@ built once at worker start, given to each tool file's `build`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from activities.tools.sandbox import ToolSandbox
+from activities.web.access import WebAccess
 from activities.workspace import Workspace
+from config.settings import SearchSettings, WebSettings
 
 
 @dataclass(frozen=True)
@@ -15,3 +17,10 @@ class WorkerResources:
     """Needs.WORKSPACE and Needs.FILES: the run directories under the workspace root."""
     sandbox: ToolSandbox
     """Needs.PROCESSES: how tool processes are confined on this worker."""
+    web: WebSettings = field(default_factory=WebSettings)
+    """Needs.WEB: the bounds of web_fetch and web_search ([web])."""
+    search: SearchSettings = field(default_factory=SearchSettings)
+    """Needs.WEB: the engine chain and its keys ([search])."""
+    web_access: WebAccess = field(default_factory=WebAccess)
+    """Needs.WEB: HTTP to addresses the rules allow (public ones, [web] allow),
+    never to the LLM or Temporal endpoints."""

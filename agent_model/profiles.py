@@ -54,10 +54,10 @@ TOOLCALL = AgentProfile(
 
 MANUS = AgentProfile(
     name="manus",
-    description="General-purpose agent: Python, files, questions to the user.",
+    description="General-purpose agent: Python, files, web search and pages, questions to the user.",
     system_prompt=manus.SYSTEM_PROMPT,
     next_step_prompt=manus.NEXT_STEP_PROMPT,
-    tools=["python_execute", "str_replace_editor", "ask_human", "terminate"],
+    tools=["python_execute", "str_replace_editor", "web_search", "web_fetch", "ask_human", "terminate"],
     max_steps=20,
     max_observe=10000,
 )

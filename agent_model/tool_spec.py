@@ -95,6 +95,7 @@ class Needs(Enum):
     WORKSPACE = "the run directories under the workspace root"
     PROCESSES = "confined processes: the tool sandbox, limits, the run's tool lock"
     FILES = "file access beneath a run directory that follows no link out"
+    WEB = "HTTP to checked public addresses, the search engines and their keys"
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
@@ -44,6 +45,58 @@ class LLMSettings(BaseModel):
     """Seconds one HTTP call may take; the activity's start_to_close is larger."""
 
 
+SEARCH_ENGINES = ("duckduckgo", "searxng", "brave", "tavily", "google", "bing", "baidu")
+"""Every web_search engine (activities/web/engines.py)."""
+KEYED_ENGINES = {"brave": "BRAVE_API_KEY", "tavily": "TAVILY_API_KEY"}
+"""Engines that need an API key, and the variable that may hold it."""
+
+
+class SearchSettings(BaseModel):
+    """`[search]`: the web_search tool (OpenManus's keys, plus endpoints and keys)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    engine: str = "duckduckgo"
+    """The primary engine."""
+    fallback_engines: list[str] = Field(default_factory=lambda: ["bing", "google"])
+    """Tried in order when the one before failed (rate limit, error, no results)."""
+    retry_delay: float = Field(60.0, ge=0, le=120, allow_inf_nan=False)
+    """Seconds to wait after every engine failed, before the whole chain again."""
+    max_retries: int = Field(3, ge=0, le=5)
+    """How many times the whole chain is tried again after every engine failed."""
+    lang: str = "en"
+    country: str = "us"
+    endpoints: dict[str, str] = Field(default_factory=dict)
+    """`[search.endpoints]`: engine -> URL replacing its public endpoint
+    (searxng has none: its instance's base URL must be given)."""
+    brave_api_key: SecretStr | None = None
+    tavily_api_key: SecretStr | None = None
+
+    @property
+    def chain(self) -> list[str]:
+        return list(dict.fromkeys([self.engine, *self.fallback_engines]))
+
+    def api_key(self, engine: str) -> str | None:
+        key = getattr(self, f"{engine}_api_key", None)
+        return key.get_secret_value() or None if key is not None else None
+
+
+class WebSettings(BaseModel):
+    """`[web]`: what web_search and web_fetch may reach and how much they read."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    allow: tuple[str, ...] = ()
+    """Networks (CIDR) or host names reached although they are not public
+    (loopback, private, link-local, CGNAT), or are the LLM/Temporal hosts."""
+    timeout: float = Field(20.0, gt=0, le=60, allow_inf_nan=False)
+    """Seconds for one HTTP exchange, redirects included."""
+    max_bytes: int = Field(2 * 1024 * 1024, ge=1024, le=20 * 1024 * 1024)
+    """Bytes of one response body read; the rest is not read."""
+    max_chars: int = Field(20000, ge=200, le=200000)
+    """Characters of text web_fetch returns for one page."""
+
+
 class Settings(BaseModel):
     llm: dict[str, LLMSettings]
     """"default" is `[llm]`; other keys are `[llm.<name>]` merged over it."""
@@ -74,6 +127,8 @@ class Settings(BaseModel):
     """Worker Deployment Versioning, opt-in: with both set the worker polls as
     version <deployment_name>.<build_id> (runtime/worker_factory.py
     deployment_config; README, "Deploying new code while runs are open")."""
+    search: SearchSettings = Field(default_factory=SearchSettings)
+    web: WebSettings = Field(default_factory=WebSettings)
     source: str = "environment"
     """Where the settings came from, for messages."""
 
@@ -111,6 +166,12 @@ class Settings(BaseModel):
                 raise ConfigError(
                     f"{self.source}: {where} api_key is missing; set OPENAI_API_KEY or "
                     f"api_key in {where} (see config/config.example.toml)"
+                )
+        for engine in self.search.chain:
+            if engine in KEYED_ENGINES and not self.search.api_key(engine):
+                raise ConfigError(
+                    f"{self.source}: [search] {engine} is in the engine chain but has no key; set "
+                    f"{KEYED_ENGINES[engine]} or {engine}_api_key in [search]"
                 )
 
 
@@ -171,7 +232,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"{file}: not valid TOML ({e})") from None
 
-    unknown = set(data) - {"llm", "workspace", "tools", "worker"}
+    unknown = set(data) - {"llm", "workspace", "tools", "worker", "search", "web"}
     if unknown:
         raise ConfigError(f"{source}: unknown section [{sorted(unknown)[0]}]")
     llm = _parse_llm(source, data.get("llm", {}), env)
@@ -219,6 +280,8 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         raise ConfigError(f"{source}: [worker] workflow_sandbox must be true or false, not {workflow_sandbox!r}")
 
     deployment_name, build_id = _worker_version(source, worker, env)
+    search = _parse_search(source, data.get("search", {}), env)
+    web = _parse_web(source, data.get("web", {}))
 
     return Settings(
         llm=llm,
@@ -232,8 +295,63 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         workflow_sandbox=workflow_sandbox,
         worker_deployment_name=deployment_name,
         worker_build_id=build_id,
+        search=search,
+        web=web,
         source=source,
     )
+
+
+def _parse_search(source: str, raw: Any, env: Mapping[str, str]) -> SearchSettings:
+    """`[search]` and `[search.endpoints]`; BRAVE_API_KEY and TAVILY_API_KEY
+    override the keys. A key that is missing is reported at worker start."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{source}: [search] must be a table")
+    values = dict(raw)
+    for engine, variable in KEYED_ENGINES.items():
+        if env.get(variable):
+            values[f"{engine}_api_key"] = env[variable]
+    for field in ("engine", "fallback_engines"):
+        names = values.get(field)
+        if isinstance(names, str):
+            values[field] = names.strip().lower()
+        elif isinstance(names, list):
+            values[field] = [n.strip().lower() if isinstance(n, str) else n for n in names]
+    try:
+        search = SearchSettings(**values)
+    except ValidationError as e:
+        raise ConfigError(_first_error(source, "[search]", e)) from None
+    known = ", ".join(SEARCH_ENGINES)
+    for engine in search.chain:
+        if engine not in SEARCH_ENGINES:
+            raise ConfigError(f"{source}: [search] unknown engine {engine!r} (known: {known})")
+    for engine, url in search.endpoints.items():
+        if engine not in SEARCH_ENGINES:
+            raise ConfigError(f"{source}: [search.endpoints] unknown engine {engine!r} (known: {known})")
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"{source}: [search.endpoints] {engine} must be an http(s) URL, not {url!r}")
+    if "searxng" in search.chain and "searxng" not in search.endpoints:
+        raise ConfigError(
+            f"{source}: [search] searxng is in the engine chain but [search.endpoints] searxng "
+            "(the instance's URL) is not set"
+        )
+    return search
+
+
+def _parse_web(source: str, raw: Any) -> WebSettings:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{source}: [web] must be a table")
+    try:
+        web = WebSettings(**raw)
+    except ValidationError as e:
+        raise ConfigError(_first_error(source, "[web]", e)) from None
+    from activities.tools.egress_proxy import EgressPolicy  # pure: the address rules
+
+    try:
+        EgressPolicy(allow=web.allow)
+    except ValueError as e:
+        raise ConfigError(f"{source}: [web] allow: {e}") from None
+    return web
 
 
 VERSION_PART_MAX = 255

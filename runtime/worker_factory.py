@@ -21,6 +21,7 @@ from activities.produced_messages import ProducedMessagesInterceptor
 from activities.redaction import RedactingInterceptor
 from activities.token_count import encoding_for
 from activities.tools.sandbox import ToolSandbox
+from activities.web.access import WebAccess
 from activities.worker_resources import WorkerResources
 from activities.workspace import Workspace, WorkspaceActivities
 from tools import TOOLS
@@ -69,10 +70,37 @@ def control_plane_hosts(settings: Settings) -> list[str]:
     return sorted(h for h in hosts if h)
 
 
+def control_plane_endpoints(settings: Settings) -> list[tuple[str, int]]:
+    """(host, port) of every LLM endpoint and of the Temporal frontend: the
+    web tools never fetch them, whatever [web] allow says."""
+    endpoints = set()
+    for llm in settings.llm.values():
+        parts = urlsplit(llm.base_url)
+        if parts.hostname:
+            endpoints.add((parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)))
+    temporal = urlsplit(f"//{os.environ.get('TEMPORAL_ADDRESS') or 'localhost:7233'}")
+    if temporal.hostname:
+        endpoints.add((temporal.hostname, temporal.port or 7233))
+    return sorted(endpoints)
+
+
+def web_access(settings: Settings) -> WebAccess:
+    """HTTP for web_search and web_fetch: public addresses, [web] allow, and
+    never the control plane (unless allowed by host; its endpoints never)."""
+    return WebAccess(
+        allow=settings.web.allow,
+        control_plane=[(host, 0) for host in control_plane_hosts(settings)] + control_plane_endpoints(settings),
+        timeout=settings.web.timeout,
+        max_bytes=settings.web.max_bytes,
+    )
+
+
 def activities_for(settings: Settings, sandbox: ToolSandbox | None = None) -> list[Any]:
     workspace = Workspace(settings.workspace_root)
     sandbox = sandbox or tool_sandbox(settings)
-    resources = WorkerResources(workspace=workspace, sandbox=sandbox)
+    resources = WorkerResources(
+        workspace=workspace, sandbox=sandbox, web=settings.web, search=settings.search, web_access=web_access(settings)
+    )
     return [
         LLMActivities(settings.llm, ContextStore(settings.workspace_root)).think,
         WorkspaceActivities(workspace).prepare_workspace,
