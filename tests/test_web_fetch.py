@@ -62,6 +62,12 @@ async def test_a_page_becomes_readable_text_marked_as_data(web):
     assert "tracking" not in result.output and "color" not in result.output and "invisible" not in result.output
 
 
+async def test_a_page_of_100000_nested_tags_is_read_not_a_crash(web):
+    url = web.route("/deep", Answer(body="<html><body>" + "<div>" * 100_000 + "bottom" + "</div>" * 100_000))
+    result = await fetch_page(allowed(), url, 10000)
+    assert not result.error and result.output.endswith("bottom")
+
+
 async def test_plain_text_and_json_are_returned_as_they_are(web):
     text_url = web.route("/notes.txt", Answer(body="line one\nline two\n", content_type="text/plain"))
     json_url = web.route("/api", Answer(body=json.dumps({"answer": 42}), content_type="application/json"))

@@ -105,6 +105,13 @@ async def test_a_rate_limited_primary_falls_back_to_the_next_engine(web, limited
     assert len(web.requests_to("/html/")) == 1
 
 
+async def test_an_engine_answering_deeply_nested_json_counts_as_failed(web):
+    web.route("/brave", Answer(200, "[" * 100_000 + "]" * 100_000, "application/json"))
+    web.route("/bing", Answer(body=fake_web.bing_page(RESULTS)))
+    result = await searcher({"brave": web.url("/brave"), "bing": web.url("/bing")}, "brave", ["bing"]).search(query())
+    assert not result.error and "from bing" in result.output.splitlines()[0]
+
+
 async def test_all_engines_down_gives_one_observation_after_max_retries_times_retry_delay(web):
     web.route("/ddg", Answer(429, "slow down"))
     web.route("/bing", Answer(503, "<html>Service Unavailable</html>"))

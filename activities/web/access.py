@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import json as json_module
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,9 +65,6 @@ class Page:
             return self.body.decode(self.charset, errors="replace")
         except LookupError:
             return self.body.decode("utf-8", errors="replace")
-
-    def json(self) -> Any:
-        return json_module.loads(self.text())
 
 
 class _PinnedBackend(httpcore2.AsyncNetworkBackend):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 
 from activities.web.access import Page, Refused, WebAccess, WebError
 from activities.web.readable import Node, parse
+from agent_model.tool_arguments import MAX_ARGUMENT_DEPTH, nesting_depth
 
 DEFAULT_ENDPOINTS = {
     "duckduckgo": "https://html.duckduckgo.com/html/",
@@ -69,8 +71,11 @@ async def _get(access: WebAccess, url: str, **options) -> Page:  # noqa: ANN003
 
 
 def _json(page: Page) -> dict:
+    text = page.text()
+    if nesting_depth(text) > MAX_ARGUMENT_DEPTH:  # json.loads would recurse that deep
+        raise EngineFailure("answered with JSON nested too deeply")
     try:
-        data = page.json()
+        data = json.loads(text)
     except ValueError:
         raise EngineFailure("answered with something that is not JSON") from None
     if not isinstance(data, dict):

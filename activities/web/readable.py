@@ -21,6 +21,9 @@ BLOCKS = frozenset({
 HEADINGS = {f"h{n}": n for n in range(1, 7)}
 MAX_NODES = 200_000
 """Elements kept from one page; a page with more is read that far."""
+MAX_DEPTH = 256
+"""Nesting kept; deeper elements are read as children of the deepest kept one,
+so a hostile page of 100,000 nested tags costs no deep tree to walk."""
 
 
 class Node:
@@ -70,6 +73,7 @@ class _TreeBuilder(HTMLParser):
         self.root = Node("#root", {}, None)
         self.current = self.root
         self.count = 0
+        self.depth = 0
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if self.count >= MAX_NODES:
@@ -77,8 +81,9 @@ class _TreeBuilder(HTMLParser):
         self.count += 1
         node = Node(tag, {k: v or "" for k, v in attrs}, self.current)
         self.current.children.append(node)
-        if tag not in VOID:
+        if tag not in VOID and self.depth < MAX_DEPTH:
             self.current = node
+            self.depth += 1
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if self.count < MAX_NODES:
@@ -87,10 +92,12 @@ class _TreeBuilder(HTMLParser):
 
     def handle_endtag(self, tag: str) -> None:
         node: Node | None = self.current
+        levels = 0
         while node is not None and node.tag != tag:
-            node = node.parent
+            node, levels = node.parent, levels + 1
         if node is not None and node.parent is not None:  # an unmatched end tag is ignored
             self.current = node.parent
+            self.depth -= levels + 1
 
     def handle_data(self, data: str) -> None:
         self.current.children.append(data)
