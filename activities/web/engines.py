@@ -116,14 +116,19 @@ async def duckduckgo(access: WebAccess, query: Query, endpoint: str, key: str | 
 
 
 def _unwrap_duckduckgo(href: str) -> str:
-    if href.startswith("//"):
-        href = "https:" + href
-    parts = urlsplit(href)
-    if parts.path.startswith("/l/"):
-        target = parse_qs(parts.query).get("uddg")
-        if target:
-            return target[0]
-    return href
+    return _redirect_target("https:" + href if href.startswith("//") else href, "/l/", ("uddg",))
+
+
+def _redirect_target(url: str, redirect_path: str, keys: tuple[str, ...]) -> str:
+    """Where an engine's redirect link (path starting with `redirect_path`)
+    leads, as its query names it; any other link as it is."""
+    parts = urlsplit(url)
+    if parts.path.startswith(redirect_path):
+        fields = parse_qs(parts.query)
+        for key in keys:
+            if fields.get(key):
+                return fields[key][0]
+    return url
 
 
 async def google(access: WebAccess, query: Query, endpoint: str, key: str | None) -> list[SearchResult]:
@@ -139,7 +144,7 @@ async def google(access: WebAccess, query: Query, endpoint: str, key: str | None
         link = _ancestor(heading, lambda n: n.tag == "a" and bool(n.attrs.get("href")))
         if link is None:
             continue
-        url = _unwrap_google(urljoin(page.url, link.attrs["href"]))
+        url = _redirect_target(urljoin(page.url, link.attrs["href"]), "/url", ("q", "url"))
         block = _ancestor(link, lambda n: "g" in n.classes or "MjjYud" in n.classes) or link.parent
         snippet = ""
         if block is not None:
@@ -147,15 +152,6 @@ async def google(access: WebAccess, query: Query, endpoint: str, key: str | None
             snippet = found.text() if found else block.text().replace(heading.text(), "", 1).strip()
         results.append(SearchResult(heading.text(), url, snippet[:400]))
     return _nonempty(results, query.num_results)
-
-
-def _unwrap_google(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.path == "/url":
-        target = parse_qs(parts.query).get("q") or parse_qs(parts.query).get("url")
-        if target:
-            return target[0]
-    return url
 
 
 async def bing(access: WebAccess, query: Query, endpoint: str, key: str | None) -> list[SearchResult]:
