@@ -7,9 +7,12 @@ each failure as worth retrying or not, and to say so in the ApplicationError.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import time
+from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -21,8 +24,10 @@ from temporalio.exceptions import ApplicationError
 
 from activities.context_store import ContextStore
 from activities.lost_worker import release_run_from_lost_worker
+from activities.safe_files import Beneath, UnsafeFile
 from activities.think_context_cache import Resolved, ThinkContextCache
 from activities.token_count import count_prompt_tokens
+from activities.workspace import InvalidWorkspaceName, Workspace
 from agent_model.activity_specs import (
     MAX_THINK_RETRY_SECONDS,
     NON_RETRYABLE_THINK_ERRORS,
@@ -31,7 +36,7 @@ from agent_model.activity_specs import (
     TOKEN_LIMIT_ERROR,
 )
 from agent_model.llm_io import ThinkRequest, ThinkResponse
-from agent_model.messages import Function, Message, ToolCall, assistant_message
+from agent_model.messages import Function, Message, Role, ToolCall, assistant_message
 from agent_model.payload import json_size
 from agent_model.usage import TokenUsage
 from agent_model.think_context import (
@@ -68,6 +73,15 @@ MAX_BODY_BYTES = 4 * MAX_REPLY_BYTES
 """Largest HTTP body read: the body of any reply within MAX_REPLY_BYTES is
 smaller, since JSON escapes (\\u00e9) at most triple a character's size."""
 
+MAX_IMAGES_SENT = 1
+"""Images from files (Message.image_file) attached to one call: each costs up
+to ~1.1k tokens, and the newest screenshot is the one that shows the page now."""
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+"""Largest image file read (5 MiB); a larger one is not sent."""
+VISION_LLM = "vision"
+"""The LLM profile (`[llm.vision]`) that answers calls with an image attached,
+when the worker has one."""
+
 NON_RETRYABLE_ERRORS = list(NON_RETRYABLE_THINK_ERRORS)
 
 THINK_OPTIONS: dict[str, Any] = THINK_CONFIG.options()
@@ -94,9 +108,99 @@ def make_client(settings: LLMSettings) -> openai.AsyncOpenAI:
     )
 
 
-def request_params(settings: LLMSettings, request: ThinkRequest, parts: Resolved) -> dict[str, Any]:
-    """The Chat Completions body; `parts` is the request as the context cache resolved it."""
-    messages = [m.to_openai() for m in parts.messages]
+@dataclass(frozen=True)
+class Attachment:
+    """What a call carries for one message's image_file: the image, or a note."""
+
+    url: str | None = None
+    """The image as a data URL; None: `note` is sent in its place."""
+    note: str = ""
+
+
+def image_type(data: bytes) -> str | None:
+    """The MIME type of a PNG, JPEG or WebP image, told by its first bytes."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def read_image(run_dir: Path, path: str) -> str | None:
+    """The image at `path` in the run directory as a data URL, or None when it
+    is missing, no image, too large, or not a regular file inside run_dir (a
+    tool may have swapped it for a symlink out, or for a FIFO)."""
+    try:
+        with Beneath(run_dir) as directory:
+            data = directory.read_file(directory.relative(path), limit=MAX_IMAGE_BYTES)
+    except (OSError, ValueError, UnsafeFile):
+        return None
+    mime = image_type(data)
+    return f"data:{mime};base64,{base64.b64encode(data).decode()}" if mime else None
+
+
+def attach_images(messages: list[Message], workspace: Workspace | None, name: str | None) -> dict[int, Attachment]:
+    """By position in `messages`, what stands for each user message's
+    image_file: the newest MAX_IMAGES_SENT readable images, notes for the rest."""
+    run_dir = None
+    if workspace is not None and name is not None:
+        try:
+            run_dir = workspace.run_dir(name)
+        except (InvalidWorkspaceName, OSError):
+            pass
+    shown: dict[int, Attachment] = {}
+    attached = 0
+    for position in reversed(range(len(messages))):
+        message = messages[position]
+        path = message.image_file
+        if path is None or message.role != Role.USER:
+            continue
+        if attached >= MAX_IMAGES_SENT:
+            shown[position] = Attachment(note=f"[screenshot {path}: not shown, a newer one follows]")
+            continue
+        url = read_image(run_dir, path) if run_dir is not None else None
+        if url is None:
+            shown[position] = Attachment(note=f"[screenshot {path}: no longer available]")
+        else:
+            shown[position] = Attachment(url=url)
+            attached += 1
+    return shown
+
+
+def wire_message(message: Message, attachment: Attachment | None) -> dict[str, Any]:
+    """The message as the API expects it, with `attachment` for its image_file."""
+    out = message.to_openai()
+    if attachment is None:
+        return out
+    content = out["content"]
+    if isinstance(content, list):  # it has an inline image too
+        parts = content
+    else:
+        parts = [{"type": "text", "text": content}] if content else []
+    if attachment.url is not None:
+        parts.append({"type": "image_url", "image_url": {"url": attachment.url}})
+    else:
+        parts.append({"type": "text", "text": attachment.note})
+    out["content"] = parts
+    return out
+
+
+def as_counted(message: Message, attachment: Attachment) -> Message:
+    """The message as count_prompt_tokens sees it with `attachment`."""
+    if attachment.url is not None:
+        return message.model_copy(update={"base64_image": attachment.url.partition(",")[2]})
+    return message.model_copy(update={"content": f"{message.content or ''}\n{attachment.note}"})
+
+
+def request_params(
+    settings: LLMSettings, request: ThinkRequest, parts: Resolved, shown: dict[int, Attachment] | None = None
+) -> dict[str, Any]:
+    """The Chat Completions body; `parts` is the request as the context cache
+    resolved it, `shown` what stands for its messages' image files."""
+    shown = shown or {}
+    messages = [wire_message(m, shown.get(i)) for i, m in enumerate(parts.messages)]
     if parts.system_prompt:
         messages.insert(0, {"role": "system", "content": parts.system_prompt})
     params: dict[str, Any] = {"model": settings.model, "messages": messages, "stream": False}
@@ -229,11 +333,18 @@ class LLMActivities:
     """Holds the worker's LLM settings (and keys), one client per LLM profile,
     and the runs' cached context windows."""
 
-    def __init__(self, llm_profiles: dict[str, LLMSettings], context_store: ContextStore | None = None) -> None:
+    def __init__(
+        self,
+        llm_profiles: dict[str, LLMSettings],
+        context_store: ContextStore | None = None,
+        workspace: Workspace | None = None,
+    ) -> None:
         self._profiles = llm_profiles
         self._clients: dict[str, openai.AsyncOpenAI] = {}
         self.context_cache = ThinkContextCache()
         self.context_store = context_store
+        self.workspace = workspace
+        """Where the runs' image files are; None: they are never sent."""
 
     async def _resolve(self, request: ThinkRequest) -> Resolved:
         """The complete request: from the request, this worker's cache, and
@@ -318,14 +429,20 @@ class LLMActivities:
 
     async def _answer(self, request: ThinkRequest) -> ThinkResponse:
         await release_run_from_lost_worker()
-        settings = self._profiles.get(request.llm)
-        if settings is None:
+        if request.llm not in self._profiles:
             raise ApplicationError(
                 f"the worker has no LLM profile {request.llm!r}", type="UnknownLLMProfile", non_retryable=True
             )
         parts = await self._resolve(request)
+        shown: dict[int, Attachment] = {}
+        if any(m.image_file for m in parts.messages):
+            shown = await asyncio.to_thread(attach_images, parts.messages, self.workspace, request.workspace)
+        with_image = any(a.url is not None for a in shown.values())
+        name = VISION_LLM if with_image and VISION_LLM in self._profiles else request.llm
+        settings = self._profiles[name]
         if settings.max_input_tokens is not None:
-            needed = count_prompt_tokens(settings.model, parts.messages, parts.system_prompt, parts.tools)
+            counted = [as_counted(m, shown[i]) if i in shown else m for i, m in enumerate(parts.messages)]
+            needed = count_prompt_tokens(settings.model, counted, parts.system_prompt, parts.tools)
             if needed > settings.max_input_tokens:
                 raise ApplicationError(
                     f"request needs {needed} input tokens, over the limit of {settings.max_input_tokens}",
@@ -338,10 +455,10 @@ class LLMActivities:
         # The parameters are already in wire format: posting them directly skips
         # chat.completions.create's walk over every message and tool schema,
         # ~20 ms of CPU per call with a full memory window (BENCHMARKS.md, P1).
-        body = request_params(settings, request, parts)
+        body = request_params(settings, request, parts, shown)
         asked = time.monotonic()
         try:
-            completion = await self._complete(request.llm, body)
+            completion = await self._complete(name, body)
         except openai.OpenAIError as e:
             raise classify(e, settings.model) from None
         except httpx2.TransportError as e:  # while reading the body, outside the SDK
@@ -359,7 +476,7 @@ class LLMActivities:
             prompt_tokens=completion.usage.prompt_tokens if completion.usage else 0,
             completion_tokens=completion.usage.completion_tokens if completion.usage else 0,
         )
-        record_call(request.llm, settings.model, time.monotonic() - asked, usage)
+        record_call(name, settings.model, time.monotonic() - asked, usage)
         message = assistant_message(choice.message.content, tool_calls)
         check_reply_size(message)
         return ThinkResponse(

@@ -48,6 +48,9 @@ class ThinkRequest(BaseModel):
     tool_choice: ToolChoice = ToolChoice.AUTO
     context: ContextRef | None = None
     """None: the request is complete as it is."""
+    workspace: str | None = None
+    """Name of the run's directory on the workers, where the window's
+    image_file paths lead (None: their images are not sent)."""
 
 
 class ThinkResponse(BaseModel):

@@ -41,8 +41,8 @@ MAX_USER_MESSAGE_BYTES = REQUEST_LIMIT // 4
 """JSON bytes of a user message as memory keeps it (the task, a next-step
 prompt with a plan in it): a longer one is cut, with a note, so that the task,
 the newest tool-call group and the prompt after it always fit in one think
-request. The full task stays in the run's input. Messages with an image are
-kept as they are (no built-in tool produces images)."""
+request. The full task stays in the run's input. Messages with an image
+(inline or by file) are kept as they are."""
 
 
 class Memory(BaseModel):
@@ -110,7 +110,8 @@ class Memory(BaseModel):
         observations are never changed, so their digests stay those of the
         messages their activities produced)."""
         size = json_size(message)
-        if size > MAX_USER_MESSAGE_BYTES and message.role == Role.USER and not message.base64_image:
+        has_image = message.base64_image or message.image_file
+        if size > MAX_USER_MESSAGE_BYTES and message.role == Role.USER and not has_image:
             message = fit(message, MAX_USER_MESSAGE_BYTES, "cut: too long for the memory window")
             size = json_size(message)
         message_id = self.next_id

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class Role(str, Enum):
@@ -40,6 +40,11 @@ class Message(BaseModel):
     tool_call_id: str | None = None
     # Base64-encoded PNG/JPEG; sent as an image part of a user message.
     base64_image: str | None = None
+    image_file: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    """A PNG, JPEG or WebP image a tool wrote, by its path relative to the run
+    directory: the think activity reads it, so its bytes never enter the run's
+    history. Left out of the JSON when None, so that every other message keeps
+    the bytes, and so the digest (agent_model/think_context.py), it always had."""
 
     def to_openai(self) -> dict[str, Any]:
         """The dict the Chat Completions API expects for this message."""
@@ -76,8 +81,8 @@ def system_message(content: str) -> Message:
     return Message(role=Role.SYSTEM, content=content)
 
 
-def user_message(content: str, base64_image: str | None = None) -> Message:
-    return Message(role=Role.USER, content=content, base64_image=base64_image)
+def user_message(content: str, base64_image: str | None = None, image_file: str | None = None) -> Message:
+    return Message(role=Role.USER, content=content, base64_image=base64_image, image_file=image_file)
 
 
 def assistant_message(

@@ -94,6 +94,6 @@ def message_tokens(message: Message) -> int:
     for call in message.tool_calls or []:
         tokens += TOKENS_PER_MESSAGE + estimate_tokens(call.id)
         tokens += estimate_tokens(call.function.name) + estimate_tokens(call.function.arguments)
-    if message.base64_image:
+    if message.base64_image or message.image_file:
         tokens += IMAGE_TOKENS
     return tokens
