@@ -16,9 +16,10 @@ ENV PYTHONUNBUFFERED=1
 
 # bubblewrap confines the code the agent's tools run (activities/tools/sandbox.py);
 # without it the worker refuses python_execute and bash. docker-compose.yml lists
-# the container settings it needs.
+# the container settings it needs. chromium is the browser of browser_use, run in
+# the same sandbox (~300 MB; without it only that tool is refused).
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends bubblewrap \
+    && apt-get install -y --no-install-recommends bubblewrap chromium \
     && rm -rf /var/lib/apt/lists/*
 
 # A fixed, unprivileged uid: the agent's tools run code as this user (and the

@@ -97,6 +97,49 @@ class WebSettings(BaseModel):
     """Characters of text web_fetch returns for one page."""
 
 
+class BrowserProxy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    server: str
+    username: str | None = None
+    password: SecretStr | None = None
+
+
+class BrowserSettings(BaseModel):
+    """`[browser]`: the browser_use tool (OpenManus's keys, plus the worker's bounds).
+
+    The browser is Chromium driven by Playwright, one per run on a worker, in
+    the tool sandbox (activities/browser/): its only way out is a proxy of the
+    worker's that applies the [web] rules."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    headless: bool = True
+    """Always headless on a worker (there is no display in the sandbox);
+    false is accepted and noted."""
+    disable_security: bool = True
+    """OpenManus's key, accepted and not used: page security is never turned off here."""
+    extra_chromium_args: list[str] = Field(default_factory=list)
+    chrome_instance_path: str | None = None
+    """The Chromium executable; default: Debian's (/usr/lib/chromium/chromium) or
+    the first chromium/chrome on PATH."""
+    wss_url: str | None = None
+    cdp_url: str | None = None
+    """An operator's running browser to connect to instead (not confined, and
+    its traffic is not checked: the operator's choice, logged at start)."""
+    proxy: BrowserProxy | None = None
+    max_content_length: int = Field(20000, ge=200, le=200000)
+    """Characters of page text extract_content reads."""
+    idle_seconds: float = Field(600.0, ge=10, le=86400, allow_inf_nan=False)
+    """A run's browser not used for this long is closed (its next action
+    reopens the tabs the run last had)."""
+    max_sessions: int = Field(4, ge=1, le=64)
+    """Browsers one worker keeps open at once (one per run); the least
+    recently used is closed to make room."""
+    navigation_timeout: float = Field(30.0, gt=0, le=120, allow_inf_nan=False)
+    """Seconds one navigation or action may take."""
+
+
 class Settings(BaseModel):
     llm: dict[str, LLMSettings]
     """"default" is `[llm]`; other keys are `[llm.<name>]` merged over it."""
@@ -129,6 +172,7 @@ class Settings(BaseModel):
     deployment_config; README, "Deploying new code while runs are open")."""
     search: SearchSettings = Field(default_factory=SearchSettings)
     web: WebSettings = Field(default_factory=WebSettings)
+    browser: BrowserSettings = Field(default_factory=BrowserSettings)
     source: str = "environment"
     """Where the settings came from, for messages."""
 
@@ -232,7 +276,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"{file}: not valid TOML ({e})") from None
 
-    unknown = set(data) - {"llm", "workspace", "tools", "worker", "search", "web"}
+    unknown = set(data) - {"llm", "workspace", "tools", "worker", "search", "web", "browser"}
     if unknown:
         raise ConfigError(f"{source}: unknown section [{sorted(unknown)[0]}]")
     llm = _parse_llm(source, data.get("llm", {}), env)
@@ -282,6 +326,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     deployment_name, build_id = _worker_version(source, worker, env)
     search = _parse_search(source, data.get("search", {}), env)
     web = _parse_web(source, data.get("web", {}))
+    browser = _parse_browser(source, data.get("browser", {}))
 
     return Settings(
         llm=llm,
@@ -297,6 +342,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         worker_build_id=build_id,
         search=search,
         web=web,
+        browser=browser,
         source=source,
     )
 
@@ -352,6 +398,15 @@ def _parse_web(source: str, raw: Any) -> WebSettings:
     except ValueError as e:
         raise ConfigError(f"{source}: [web] allow: {e}") from None
     return web
+
+
+def _parse_browser(source: str, raw: Any) -> BrowserSettings:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{source}: [browser] must be a table")
+    try:
+        return BrowserSettings(**raw)
+    except ValidationError as e:
+        raise ConfigError(_first_error(source, "[browser]", e)) from None
 
 
 VERSION_PART_MAX = 255

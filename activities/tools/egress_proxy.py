@@ -43,6 +43,9 @@ Resolver = Callable[[str], Awaitable[list[str]]]
 """host name -> the addresses (text form) it resolves to."""
 Connector = Callable[[str, int], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
 """(checked address, port) -> an open connection to it."""
+DestinationCheck = Callable[[str, int], Awaitable[str]]
+"""(normalized host, port) -> the address to connect to; raises DestinationRefused
+to refuse. Replaces the proxy's own policy, ports and resolution."""
 
 DEFAULT_PORTS = frozenset({80, 443})
 MAX_HEADER_BYTES = 16 * 1024
@@ -216,6 +219,14 @@ async def open_tcp(address: str, port: int) -> tuple[asyncio.StreamReader, async
     return await asyncio.open_connection(address, port, limit=MAX_RESPONSE_HEAD_BYTES)
 
 
+class DestinationRefused(Exception):
+    """Raised by a DestinationCheck: the proxy answers `status` with the message."""
+
+    def __init__(self, reason: str, status: int = 403) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
 class _Refused(Exception):
     """A request the proxy answers with an error status instead of forwarding."""
 
@@ -258,7 +269,9 @@ class EgressProxy:
         connect_timeout: float = CONNECT_TIMEOUT,
         idle_timeout: float = IDLE_TIMEOUT,
         max_connections: int = MAX_CONNECTIONS,
+        check: DestinationCheck | None = None,
     ) -> None:
+        self.check = check
         self.policy = EgressPolicy(allow, deny)
         self.ports = frozenset(ports)
         self.resolver = resolver or system_resolver
@@ -287,6 +300,12 @@ class EgressProxy:
         self._server = await asyncio.start_unix_server(self._serve, path, limit=self.max_header_bytes)
         os.chmod(path, mode)
         self.socket_path = path
+
+    async def start_tcp(self, host: str = "127.0.0.1", port: int = 0) -> int:
+        """Listen on a TCP port of `host` instead of a socket file (for
+        clients that run outside any sandbox); returns the port."""
+        self._server = await asyncio.start_server(self._serve, host, port, limit=self.max_header_bytes)
+        return self._server.sockets[0].getsockname()[1]
 
     async def close(self) -> None:
         """Stop listening and cut every connection still open."""
@@ -362,6 +381,8 @@ class EgressProxy:
 
     async def _connect(self, request: _Request) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         host, port = request.host, request.port
+        if self.check is not None:
+            return await self._connect_checked(host, port)
         try:
             refusal = self._port_refusal(port) or self.policy.name_refusal(host)
             if refusal:
@@ -377,6 +398,25 @@ class EgressProxy:
             log.debug("egress %s:%d refused: %s", host, port, refused.reason)
             raise
         log.debug("egress %s:%d allowed via %s", host, port, connection[1].get_extra_info("peername"))
+        return connection
+
+    async def _connect_checked(self, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """_connect with the caller's check deciding the destination's address."""
+        assert self.check is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.connect_timeout
+        try:
+            try:
+                address = await asyncio.wait_for(self.check(host, port), self.connect_timeout)
+            except DestinationRefused as refused:
+                raise _Refused(refused.status, str(refused)) from None
+            except asyncio.TimeoutError:
+                raise _Refused(504, f"egress proxy: checking {host} timed out") from None
+            connection = await self._open(host, port, [address], deadline)
+        except _Refused as refused:
+            log.debug("egress %s:%d refused: %s", host, port, refused.reason)
+            raise
+        log.debug("egress %s:%d allowed via %s", host, port, address)
         return connection
 
     def _port_refusal(self, port: int) -> str | None:
