@@ -22,6 +22,7 @@ from temporalio import activity
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
 from activities.context_store import ContextStore
+from agent_model.browser import TOOL_NAME, BrowserRequest, BrowserResult
 from agent_model.llm_io import ThinkResponse
 from agent_model.messages import Message
 from agent_model.think_context import MESSAGE_DIGEST_CHARS, message_bytes
@@ -32,6 +33,10 @@ def produced_message(request: Any, result: Any) -> Message | None:
     """The memory message an activity's result becomes, if the workflow will add one."""
     if isinstance(result, ThinkResponse):
         return result.message
+    if isinstance(result, BrowserResult) and isinstance(request, BrowserRequest) and request.call_id is not None:
+        # Used only when the workflow's observation is the output as it is
+        # (no restore note, no extraction): the digests must match.
+        return observation_message(result.output, request.call_id, TOOL_NAME, request.observe_limit)
     if (
         isinstance(result, ToolResult)
         and isinstance(request, ToolRequest)

@@ -4,11 +4,15 @@ built once at worker start, given to each tool file's `build`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from activities.tools.sandbox import ToolSandbox
 from activities.web.access import WebAccess
 from activities.workspace import Workspace
 from config.settings import SearchSettings, WebSettings
+
+if TYPE_CHECKING:
+    from activities.browser.sessions import BrowserSessions
 
 
 @dataclass(frozen=True)
@@ -24,3 +28,5 @@ class WorkerResources:
     web_access: WebAccess = field(default_factory=WebAccess)
     """Needs.WEB: HTTP to addresses the rules allow (public ones, [web] allow),
     never to the LLM or Temporal endpoints."""
+    browser_sessions: BrowserSessions | None = None
+    """Needs.BROWSER: this worker's browsers, one per run (None: no browser here)."""

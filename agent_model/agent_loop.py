@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
+from agent_model.browser import BrowserState
 from agent_model.llm_io import ThinkResponse
 from agent_model.memory import Memory
 from agent_model.messages import Message, ToolCall, ToolChoice, is_empty_reply, user_message
@@ -23,6 +24,7 @@ from agent_model.run import MAX_TOOL_CALLS_PER_REPLY, ToolCallRecord
 from agent_model.stuck import is_stuck, reply_signature
 from agent_model.tool_io import observation_message
 from prompts import agent_notes
+from prompts import browser as browser_words
 
 EMPTY_REPLY_PATCH = "empty-reply-is-not-an-answer"
 """workflow.patched() id: an empty reply gets a reminder, a second one in a row
@@ -86,11 +88,17 @@ def dropped_calls_reminder(reply: Reply) -> Message:
     return user_message(fill(agent_notes.TOO_MANY_CALLS_REMINDER, asked=reply.asked, kept=MAX_TOOL_CALLS_PER_REPLY))
 
 
-def next_step_message(profile: AgentProfile, directory: str, plans: PlanBook) -> Message | None:
-    """The prompt added before each think, if the profile has one."""
+def next_step_message(
+    profile: AgentProfile, directory: str, plans: PlanBook, browser: BrowserState | None = None
+) -> Message | None:
+    """The prompt added before each think, if the profile has one; once the
+    run's browser has a page open, its URL, title, tabs and scroll follow."""
     if not profile.next_step_prompt:
         return None
-    return user_message(fill(profile.next_step_prompt, directory=directory, plan_status=plan_status(plans)))
+    text = fill(profile.next_step_prompt, directory=directory, plan_status=plan_status(plans))
+    if browser is not None and browser.open:
+        text += "\n\n" + fill(browser_words.BROWSER_STATE, state=browser.prompt_lines())
+    return user_message(text)
 
 
 def system_prompt(profile: AgentProfile, directory: str, plans: PlanBook) -> str | None:

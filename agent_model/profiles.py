@@ -7,7 +7,7 @@ from pydantic import BaseModel, Field
 from agent_model.memory import DEFAULT_MAX_MESSAGES, DEFAULT_MAX_TOKENS
 from agent_model.messages import ToolChoice
 from agent_model.stuck import DEFAULT_DUPLICATE_THRESHOLD
-from prompts import data_analysis, manus, planning, swe, toolcall
+from prompts import browser, data_analysis, manus, planning, swe, toolcall
 
 
 class AgentProfile(BaseModel):
@@ -57,7 +57,7 @@ MANUS = AgentProfile(
     description="General-purpose agent: Python, files, web search and pages, questions to the user.",
     system_prompt=manus.SYSTEM_PROMPT,
     next_step_prompt=manus.NEXT_STEP_PROMPT,
-    tools=["python_execute", "str_replace_editor", "web_search", "web_fetch", "ask_human", "terminate"],
+    tools=["python_execute", "str_replace_editor", "web_search", "web_fetch", "browser_use", "ask_human", "terminate"],
     max_steps=20,
     max_observe=10000,
 )
@@ -94,8 +94,21 @@ PLANNING = AgentProfile(
     max_observe=20000,
 )
 
+BROWSER = AgentProfile(
+    name="browser",
+    description="Web agent: drives a real browser, searches, reads and fills in pages.",
+    system_prompt=browser.SYSTEM_PROMPT,
+    next_step_prompt=browser.NEXT_STEP_PROMPT,
+    tools=["browser_use", "web_search", "ask_human", "terminate"],
+    max_steps=20,
+    max_observe=10000,
+    # One action at a time: each result lists the element indices the next
+    # action refers to, so a second action in the same reply would guess.
+    max_tool_calls_per_step=1,
+)
+
 BUILTIN_PROFILES: dict[str, AgentProfile] = {
-    p.name: p for p in (TOOLCALL, MANUS, SWE, DATA_ANALYSIS, PLANNING)
+    p.name: p for p in (TOOLCALL, MANUS, SWE, DATA_ANALYSIS, PLANNING, BROWSER)
 }
 
 

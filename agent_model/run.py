@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from agent_model.browser import BrowserState
 from agent_model.memory import Memory
 from agent_model.messages import ToolChoice
 from agent_model.payload import PAYLOAD_LIMIT, clip, first_within, fit, json_size
@@ -67,6 +68,8 @@ class CarriedState(BaseModel):
     """The newest step records, texts cut (agent_model/continuation.py)."""
     earlier_runs: list[str] = Field(default_factory=list)
     """Run ids of the earlier executions, oldest first (the newest few; agent_model/continuation.py)."""
+    browser: BrowserState = Field(default_factory=BrowserState)
+    """The run's browser: its tabs, and the worker that holds the live page."""
 
 
 class HumanQuestion(BaseModel):

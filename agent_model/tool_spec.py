@@ -19,7 +19,24 @@ from temporalio.common import RetryPolicy
 
 if TYPE_CHECKING:
     from activities.worker_resources import WorkerResources
+    from agent_model.browser import BrowserState
     from agent_model.plan import PlanBook
+    from agent_model.usage import TokenUsage
+
+
+@dataclass(frozen=True)
+class ToolCallContext:
+    """Where a workflow tool's call belongs."""
+
+    workspace: str
+    """The run directory's name."""
+    step: int
+    index: int
+    """The call's place in its reply, from 0."""
+    call_id: str
+    llm: str
+    """The profile's LLM, for a tool that asks the model (extract_content)."""
+    observe_limit: int
 
 
 @dataclass(frozen=True)
@@ -62,6 +79,9 @@ class ActivityConfig:
     start_to_close: Timeout
     retries: Retries
     heartbeat: Timeout | None = None
+    schedule_to_start: Timeout | None = None
+    """Only for a worker's own task queue: how long a task may wait there
+    before its worker counts as gone."""
 
     def options(self) -> dict[str, Any]:
         """Keyword arguments of workflow.execute_activity."""
@@ -71,6 +91,8 @@ class ActivityConfig:
         }
         if self.heartbeat is not None:
             options["heartbeat_timeout"] = self.heartbeat.delta
+        if self.schedule_to_start is not None:
+            options["schedule_to_start_timeout"] = self.schedule_to_start.delta
         return options
 
 
@@ -96,6 +118,7 @@ class Needs(Enum):
     PROCESSES = "confined processes: the tool sandbox, limits, the run's tool lock"
     FILES = "file access beneath a run directory that follows no link out"
     WEB = "HTTP to checked public addresses, the search engines and their keys"
+    BROWSER = "a confined Chromium per run, reached on the worker's own task queue"
 
 
 @dataclass(frozen=True)
@@ -104,6 +127,13 @@ class ToolOutcome:
 
     observation: str
     error: bool = False
+    image_file: str | None = None
+    """An image the tool wrote, relative to the run directory (a screenshot):
+    shown to the model, kept out of history."""
+    stored_digest: str | None = None
+    """Digest of the observation message an activity of the tool wrote to the
+    shared context store (agent_model/think_context.py); ignored unless it
+    matches the observation."""
 
 
 class RunEnds(Exception):
@@ -118,6 +148,17 @@ class WorkflowTools(Protocol):
     """What the workflow offers the tools that run inside it."""
 
     plans: PlanBook
+    browser: BrowserState
+    """The run's browser as its last action left it (tools/browser_use.py)."""
+
+    @property
+    def call(self) -> ToolCallContext:
+        """The step and call being handled, and where the run lives."""
+        ...
+
+    def spent(self, usage: TokenUsage) -> None:
+        """Adds the tokens of an LLM call a tool made to the run's usage."""
+        ...
 
     async def ask_user(self, question: str) -> str:
         """The observation for a question to the user (an answer, a timeout)."""
@@ -143,12 +184,17 @@ class ToolSpec:
     build: Callable[[WorkerResources], Callable[..., Awaitable[Any]]] | None = None
     """Worker side, for an activity tool: makes the activity from the worker's
     resources (the workflow never calls it)."""
+    build_many: Callable[[WorkerResources], list[Callable[..., Awaitable[Any]]]] | None = None
+    """Worker side, for a workflow tool whose handler schedules activities of
+    its own (browser_use): makes them."""
 
     def __post_init__(self) -> None:
         if (self.activity is None) == (self.handler is None):
             raise ValueError(f"tool {self.name}: give exactly one of activity (a config) and handler")
         if (self.activity is None) != (self.build is None):
             raise ValueError(f"tool {self.name}: an activity tool needs build, a workflow tool none")
+        if self.build_many is not None and self.handler is None:
+            raise ValueError(f"tool {self.name}: build_many is for a workflow tool's own activities")
         if self.schema.get("function", {}).get("name") != self.name:
             raise ValueError(f"tool {self.name}: its schema names another function")
 

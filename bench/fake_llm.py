@@ -13,6 +13,8 @@ as ``[[bench:{json}]]``; keys:
 
     tool      name of the tool to call at every turn (default: no tool call)
     args      the tool's arguments (a JSON object)
+    first_args
+              the arguments of turn 0 instead (e.g. open a page, then scroll it)
     delay     seconds to wait before answering any turn (default 0)
     slow_turn / slow_delay
               the first attempt of turn ``slow_turn`` waits ``slow_delay``
@@ -138,11 +140,12 @@ class FakeLLM:
         message: dict = {"role": "assistant", "content": f"Turn {turn}: next action.", "refusal": None}
         finish = "stop"
         if script.get("tool"):
+            arguments = script.get("first_args") if turn == 0 and "first_args" in script else script.get("args") or {}
             message["tool_calls"] = [
                 {
                     "id": f"call_{turn}",
                     "type": "function",
-                    "function": {"name": script["tool"], "arguments": json.dumps(script.get("args") or {})},
+                    "function": {"name": script["tool"], "arguments": json.dumps(arguments)},
                 }
             ]
             finish = "tool_calls"

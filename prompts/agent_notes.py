@@ -53,3 +53,5 @@ TOO_MANY_CALLS_REMINDER = (
     "Ask for fewer calls per reply."
 )
 TOO_MANY_CALLS_STEP_NOTE = "{dropped} tool call(s) beyond the first {kept} of the reply were dropped"
+
+SCREENSHOT_NOTE = "Screenshot of the browser after the action above."

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import uuid
 from pathlib import Path
 from urllib.parse import urlsplit
 from datetime import timedelta
@@ -22,10 +23,14 @@ from activities.redaction import RedactingInterceptor
 from activities.token_count import encoding_for
 from activities.tools.sandbox import ToolSandbox
 from activities.web.access import WebAccess
+from activities.browser.sessions import BrowserSessions
+from activities.web.search import WebSearch
 from activities.worker_resources import WorkerResources
+from agent_model.tool_spec import Needs
 from activities.workspace import Workspace, WorkspaceActivities
 from tools import TOOLS
 from config.settings import DEFAULT_CONFIG_PATH, Settings
+from runtime.worker_set import WorkerSet
 from workflows.agent import AgentWorkflow
 from workflows.planning import PlanningFlowWorkflow
 
@@ -95,17 +100,56 @@ def web_access(settings: Settings) -> WebAccess:
     )
 
 
-def activities_for(settings: Settings, sandbox: ToolSandbox | None = None) -> list[Any]:
+def worker_resources(settings: Settings, sandbox: ToolSandbox | None = None, own_queue: str | None = None) -> WorkerResources:
+    """What the tools of one worker share; own_queue: the worker's own task
+    queue, where the runs whose browser it holds send their browser actions."""
     workspace = Workspace(settings.workspace_root)
     sandbox = sandbox or tool_sandbox(settings)
-    resources = WorkerResources(
-        workspace=workspace, sandbox=sandbox, web=settings.web, search=settings.search, web_access=web_access(settings)
+    access = web_access(settings)
+    return WorkerResources(
+        workspace=workspace,
+        sandbox=sandbox,
+        web=settings.web,
+        search=settings.search,
+        web_access=access,
+        browser_sessions=BrowserSessions(
+            settings.browser,
+            workspace,
+            sandbox,
+            access,
+            own_queue,
+            WebSearch(settings.search, access, budget_seconds=BROWSER_SEARCH_SECONDS, max_chars=settings.web.max_chars),
+        ),
     )
+
+
+BROWSER_SEARCH_SECONDS = 60.0
+"""browser_use's web_search finds the page to open; the rest of the action's
+150 s (tools/browser_use.py) is left for opening it."""
+
+
+def activities_for(
+    settings: Settings, sandbox: ToolSandbox | None = None, resources: WorkerResources | None = None
+) -> list[Any]:
+    resources = resources or worker_resources(settings, sandbox)
     return [
-        LLMActivities(settings.llm, ContextStore(settings.workspace_root)).think,
-        WorkspaceActivities(workspace).prepare_workspace,
-        # One activity per tool file that runs as one (tools/).
+        LLMActivities(settings.llm, ContextStore(settings.workspace_root), resources.workspace).think,
+        WorkspaceActivities(resources.workspace).prepare_workspace,
+        # One activity per tool file that runs as one, and the activities of
+        # tools that run in the workflow and schedule their own (tools/).
         *(spec.build(resources) for spec in TOOLS.values() if spec.build is not None),
+        *(a for spec in TOOLS.values() if spec.build_many is not None for a in spec.build_many(resources)),
+    ]
+
+
+def own_queue_activities(resources: WorkerResources) -> list[Any]:
+    """The activities served on the worker's own task queue: those of the tools
+    that hold a live session on this worker (Needs.BROWSER)."""
+    return [
+        a
+        for spec in TOOLS.values()
+        if spec.build_many is not None and Needs.BROWSER in spec.needs
+        for a in spec.build_many(resources)
     ]
 
 
@@ -181,7 +225,7 @@ def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:
     )
 
 
-def build_worker(client: Client, settings: Settings, sandbox: ToolSandbox | None = None, **options: Any) -> Worker:
+def build_worker(client: Client, settings: Settings, sandbox: ToolSandbox | None = None, **options: Any) -> WorkerSet:
     options.setdefault("graceful_shutdown_timeout", GRACEFUL_SHUTDOWN)
     if (versioned := deployment_config(settings)) is not None:
         options.setdefault("deployment_config", versioned)
@@ -193,11 +237,27 @@ def build_worker(client: Client, settings: Settings, sandbox: ToolSandbox | None
         ProducedMessagesInterceptor(ContextStore(settings.workspace_root)),
         RedactingInterceptor.for_worker(settings, client),
     ]
-    return Worker(
+    own_queue = f"{settings.task_queue}/browser/{uuid.uuid4().hex}"
+    resources = worker_resources(settings, sandbox, own_queue)
+    sessions = resources.browser_sessions
+    shared = Worker(
         client,
         task_queue=settings.task_queue,
         workflows=WORKFLOWS,
-        activities=activities_for(settings, sandbox),
+        activities=activities_for(settings, sandbox, resources),
         workflow_runner=workflow_runner(settings),
         **options,
     )
+    if sessions is None or sessions.problem() is not None:
+        return WorkerSet(shared)
+    own = Worker(
+        client,
+        task_queue=own_queue,
+        activities=own_queue_activities(resources),
+        **{k: v for k, v in options.items() if k not in OPTIONS_FOR_WORKFLOWS_ONLY},
+    )
+    return WorkerSet(shared, own, on_stop=sessions.close_all)
+
+
+OPTIONS_FOR_WORKFLOWS_ONLY = frozenset({"max_cached_workflows", "workflow_runner", "workflows"})
+"""build_worker options that the own-queue worker (activities only) leaves out."""

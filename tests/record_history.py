@@ -19,6 +19,10 @@ and writes the run's event history as JSON. Scenarios:
     continued (agent_run_continued.json): a manus run that continues as new
         after every step (bash cd, python_execute, terminate); the file holds
         its middle execution, which begins from carried state and continues
+    browser (agent_run_browser.json): a browser run on the fixture site
+        (testkit/fake_site.py; needs Chromium): go_to_url, extract_content
+        (its own think), terminate; its actions after the first go to the
+        worker's own task queue, and the browser is closed at the end
 
 The scenarios other than `answered` are written the same way by the code of
 any version, so running this script from an older checkout records what that
@@ -57,7 +61,7 @@ from agent_model.run import AgentRunInput, AgentRunResult, AgentStatus, HumanAns
 from agent_model.state import AgentState, StopReason  # noqa: E402
 from config.settings import LLMSettings, Settings  # noqa: E402
 from runtime.worker_factory import WORKFLOWS, build_worker, sandboxed_runner  # noqa: E402
-from testkit.fake_openai import FakeOpenAI, Reply, call  # noqa: E402
+from testkit.fake_openai import FakeOpenAI, Reply, call, turn_of  # noqa: E402
 from workflows.agent import AgentWorkflow  # noqa: E402
 from workflows.planning import PlanningFlowWorkflow  # noqa: E402
 
@@ -265,12 +269,50 @@ async def record_continued_run(
     return (await record_continued_chain(client, fake, scratch, workflow_id, timeout))[1]
 
 
+async def record_browser_run(
+    client: Client, fake: FakeOpenAI, scratch: Path, workflow_id: str, timeout: float = 60
+) -> WorkflowHistory:
+    from config.settings import WebSettings
+    from testkit.fake_site import FakeSite
+    from tools.browser_use import EXTRACT_SYSTEM_PROMPT
+
+    site = FakeSite().start()
+    turns = [
+        Reply(tool_calls=[call("browser_use", {"action": "go_to_url", "url": site.url("/page2")})]),
+        Reply(tool_calls=[call("browser_use", {"action": "extract_content", "goal": "the heading"})]),
+        Reply(tool_calls=[call("terminate", {"status": "success", "answer": FINAL_ANSWER})]),
+    ]
+
+    def responder(body: dict, attempt: int) -> Reply:
+        if body["messages"][0]["content"] == EXTRACT_SYSTEM_PROMPT:
+            return Reply(content="The heading is 'Second page'.")
+        return turns[turn_of(body)]
+
+    fake.responder = responder
+    settings = recording_settings(fake, scratch / "workspace", tool_sandbox="auto", web=WebSettings(allow=("127.0.0.1",)))
+    try:
+        async with build_worker(client, settings, identity=IDENTITY):
+            handle = await client.start_workflow(
+                AgentWorkflow.run,
+                AgentRunInput(task="Read the second page's heading.", agent="browser"),
+                id=workflow_id,
+                task_queue=settings.task_queue,
+                result_type=AgentRunResult,
+            )
+            result = await asyncio.wait_for(handle.result(), timeout)
+    finally:
+        site.stop()
+    assert result.final_answer == FINAL_ANSWER and not any(c.error for s in result.steps for c in s.tool_calls), result
+    return await handle.fetch_history()
+
+
 SCENARIOS = {
     "answered": (HISTORY_PATH.name, HISTORY_WORKFLOW_ID),
     "cancelled": ("agent_run_cancelled.json", "agent-run-cancelled"),
     "empty-reply": ("agent_run_empty_reply.json", "agent-run-empty-reply"),
     "flow-cancelled": ("flow_cancelled.json", "flow-cancelled"),
     "continued": ("agent_run_continued.json", "agent-run-continued"),
+    "browser": ("agent_run_browser.json", "agent-run-browser"),
 }
 """Scenario: (default file name in tests/histories/, workflow id)."""
 
@@ -284,6 +326,7 @@ async def record(scenario: str, client: Client, fake: FakeOpenAI, scratch: Path)
         "empty-reply": record_empty_reply_run,
         "flow-cancelled": record_cancelled_flow,
         "continued": record_continued_run,
+        "browser": record_browser_run,
     }[scenario]
     return await recorder(client, fake, scratch, workflow_id)
 

@@ -189,6 +189,11 @@ def patch_ids(data: dict) -> list[str]:
         ("flow_cancelled_before_patch.json", "flow-cancelled", ["think"], "COMPLETED"),
         ("flow_cancelled.json", "flow-cancelled", ["think"], "CANCELED"),
         ("agent_run_continued.json", "agent-run-continued", ["think", "python_execute"], "CONTINUED_AS_NEW"),
+        (
+            "agent_run_browser.json", "agent-run-browser",
+            ["prepare_workspace", "think", "browser_act", "think", "browser_act", "think", "think", "browser_close"],
+            "COMPLETED",
+        ),
     ],
 )
 async def test_cancelled_and_empty_reply_histories_replay(name, workflow_id, activities, ending):
@@ -200,6 +205,9 @@ async def test_cancelled_and_empty_reply_histories_replay(name, workflow_id, act
     if "cancelled" in name:
         assert "EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED" in event_types(data)
         assert (CANCEL_PATCH in patches) == (not name.endswith("_before_patch.json"))
+    elif "browser" in name:  # the page's later actions went to the worker that opened it
+        queues = [a["taskQueue"]["name"] for a in scheduled_activities(data) if a["activityType"]["name"].startswith("browser_")]
+        assert "/browser/" not in queues[0] and all("/browser/" in q for q in queues[1:])
     elif "continued" in name:  # begins from the state the first execution carried
         assert "continuedExecutionRunId" in data["events"][0]["workflowExecutionStartedEventAttributes"]
         assert CONTINUE_AS_NEW_PATCH in patches

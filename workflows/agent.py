@@ -68,11 +68,13 @@ with workflow.unsafe.imports_passed_through():
     from agent_model.think_context import CONTEXT_MISSING_ERROR, ContextSync
     from agent_model.tool_arguments import parse_arguments
     from agent_model.tool_io import ToolRequest, ToolResult, observation_text
-    from agent_model.tool_spec import RunEnds
+    from agent_model.browser import BrowserState
+    from agent_model.tool_spec import RunEnds, ToolCallContext
     from agent_model.workspace_names import workspace_name_for
     from agent_model.usage import TokenUsage
     from prompts import agent_notes
     from tools import TOOLS, activity_summary, schemas
+    from tools.browser_use import close_session
     from workflows import search_attributes
 
 
@@ -135,8 +137,12 @@ class AgentWorkflow:
         """Empty replies in a row."""
         self.hinted: set[str] = set()
         self.plans = PlanBook()
+        self.browser = BrowserState()
+        """The run's browser (tools/browser_use.py): tabs, and the worker that holds the live page."""
         self._call_index = 0
         """Index in its reply of the tool call being handled in the workflow."""
+        self._call_id = ""
+        self._observe_limit = 0
         self.workspace = run.workspace or workspace_name_for(workflow.info().workflow_id)
         self.context = ContextSync(key=f"{workflow.info().workflow_id}/{workflow.info().run_id}")
         self.steps_before = 0
@@ -159,6 +165,7 @@ class AgentWorkflow:
         self.empty_replies = carried.empty_replies
         self.records = carried.records
         self.earlier_runs = carried.earlier_runs
+        self.browser = carried.browser
 
     # ---- the loop -----------------------------------------------------------
 
@@ -204,6 +211,8 @@ class AgentWorkflow:
             # stays readable by queries, which replay the closed run.
             self._finish(AgentState.CANCELLED, StopReason.CANCELLED, agent_notes.CANCELLED_NOTE)
             raise CancelledError(agent_notes.CANCELLED_NOTE)
+        # Only runs that opened a browser schedule this, so older histories replay.
+        await close_session(self.browser)
         return self._finish(*ending)
 
     def _time_to_continue_as_new(self, run: AgentRunInput) -> bool:
@@ -234,6 +243,7 @@ class AgentWorkflow:
             empty_replies=self.empty_replies,
             records=compact_records(self.records),
             earlier_runs=[*self.earlier_runs, workflow.info().run_id][-EARLIER_RUNS_KEPT:],
+            browser=self.browser,
         )
         workflow.continue_as_new(
             continued_input(run, carried, self.workspace),
@@ -285,7 +295,7 @@ class AgentWorkflow:
     async def _step(self) -> None:
         profile = self.profile
         assert profile is not None
-        prompt = next_step_message(profile, self.directory, self.plans)
+        prompt = next_step_message(profile, self.directory, self.plans, self.browser)
         if prompt is not None:
             self.memory.add(prompt)
 
@@ -342,7 +352,7 @@ class AgentWorkflow:
             return
         calls = reply.message.tool_calls or []
 
-        images: list[str] = []
+        images: list[Message] = []
         ended: _RunEnded | _Cancelled | None = None
         limit = observe_limit(profile)
         for index, call in enumerate(calls):
@@ -363,13 +373,13 @@ class AgentWorkflow:
                         self.final_answer = self.final_answer or observation
                 except _RunEnded as end:
                     observation, error, image, ended = f"The run ends ({end.reason.value}).", False, None, end
-                if image:
+                if image is not None:
                     images.append(image)
             message, call_record = observed(call, observation, error, limit)
             record.tool_calls.append(call_record)
             self._remember_produced(message, stored_digest)
         for image in images:
-            self.memory.add(user_message("Image produced by the tool above.", base64_image=image))
+            self.memory.add(image)
         if ended is None and self._cancel_ends_run():
             ended = _Cancelled()
         if ended is not None:
@@ -392,6 +402,8 @@ class AgentWorkflow:
                 tools=tools,
                 tool_choice=profile.tool_choice,
             )
+            if any(m.image_file for m in self.memory.messages):
+                request.workspace = self.workspace  # where the worker finds the screenshots
             complete = self.context.is_complete(request)
             try:
                 response = await workflow.execute_activity(
@@ -435,9 +447,9 @@ class AgentWorkflow:
 
     # ---- one tool call ---------------------------------------------------------
 
-    async def _act(self, call: ToolCall, index: int, limit: int) -> tuple[str, bool, str | None, str | None]:
-        """(observation, is_error, image, stored digest) for one tool call. Tool
-        failures of any kind are observations; only cancellation escapes."""
+    async def _act(self, call: ToolCall, index: int, limit: int) -> tuple[str, bool, Message | None, str | None]:
+        """(observation, is_error, image message, stored digest) for one tool
+        call. Tool failures of any kind are observations; only cancellation escapes."""
         profile = self.profile
         assert profile is not None
         name = call.function.name
@@ -450,14 +462,20 @@ class AgentWorkflow:
 
         spec = TOOLS[name]
         if spec.handler is not None:
-            self._call_index = index
+            self._call_index, self._call_id, self._observe_limit = index, call.id, limit
             try:
                 outcome = await spec.handler(self, arguments)
             except RunEnds as end:
                 if end.answer is not None:
                     self.final_answer = end.answer
                 raise _RunEnded(StopReason.GAVE_UP if end.gave_up else StopReason.TERMINATED) from None
-            return outcome.observation, outcome.error, None, None
+            except (asyncio.CancelledError, ActivityError) as e:  # from the activities a handler schedules
+                return self._tool_failed(name, e)
+            image = (
+                user_message(agent_notes.SCREENSHOT_NOTE, image_file=outcome.image_file)
+                if outcome.image_file else None
+            )
+            return outcome.observation, outcome.error, image, outcome.stored_digest
 
         request = ToolRequest(
             workspace=self.workspace,
@@ -476,19 +494,41 @@ class AgentWorkflow:
                 cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
                 **spec.activity.options(),
             )
-        except asyncio.CancelledError:  # its result and the cancellation came together
-            if not self._cancel_ends_run():
-                raise
-            return fill(agent_notes.TOOL_CANCELLED_OBSERVATION, tool=name), True, None, None
-        except ActivityError as e:
-            if is_cancellation(e):
-                if not self._cancel_ends_run():
-                    raise
-                return fill(agent_notes.TOOL_CANCELLED_OBSERVATION, tool=name), True, None, None
-            return f"Error: {name} failed: {root_message(e)}", True, None, None
+        except (asyncio.CancelledError, ActivityError) as e:
+            return self._tool_failed(name, e)
         if result.cwd:
             self.shell_cwd = result.cwd
-        return observation_text(result), result.error, result.base64_image, result.stored_digest
+        image = (
+            user_message("Image produced by the tool above.", base64_image=result.base64_image)
+            if result.base64_image else None
+        )
+        return observation_text(result), result.error, image, result.stored_digest
+
+    def _tool_failed(self, name: str, error: BaseException) -> tuple[str, bool, None, None]:
+        """The observation of a tool whose activity failed or was cancelled; a
+        cancellation of the run itself escapes."""
+        if isinstance(error, asyncio.CancelledError) or is_cancellation(error):
+            # A cancelled activity's result and the cancellation may come together.
+            if not self._cancel_ends_run():
+                raise error
+            return fill(agent_notes.TOOL_CANCELLED_OBSERVATION, tool=name), True, None, None
+        return f"Error: {name} failed: {root_message(error)}", True, None, None
+
+    @property
+    def call(self) -> ToolCallContext:
+        """For tools that run in the workflow (agent_model/tool_spec.py WorkflowTools)."""
+        assert self.profile is not None
+        return ToolCallContext(
+            workspace=self.workspace,
+            step=self.step,
+            index=self._call_index,
+            call_id=self._call_id,
+            llm=self.profile.llm,
+            observe_limit=self._observe_limit,
+        )
+
+    def spent(self, usage: TokenUsage) -> None:
+        self.usage = self.usage + usage
 
     async def ask_user(self, question: str) -> str:
         """For the ask_human tool (agent_model/tool_spec.py WorkflowTools)."""

@@ -1,0 +1,67 @@
+"""A durable-manus worker process's Temporal workers, started and stopped as one.
+
+Every worker polls the shared task queue (all workflows and activities). A
+worker that can run browsers also polls a task queue of its own, where the
+browser actions of the runs whose live page it holds are sent
+(tools/browser_use.py): only it can serve them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from temporalio.worker import Worker
+
+
+class WorkerSet:
+    """Used like one temporalio Worker: `async with`, run(), shutdown(); other
+    attributes are the shared queue's worker's."""
+
+    def __init__(self, shared: Worker, own: Worker | None = None, on_stop: Callable[[], Awaitable[None]] | None = None) -> None:
+        self.shared, self.own, self._on_stop = shared, own, on_stop
+
+    @property
+    def workers(self) -> list[Worker]:
+        return [self.shared] if self.own is None else [self.shared, self.own]
+
+    async def __aenter__(self) -> WorkerSet:
+        await self.shared.__aenter__()
+        if self.own is not None:
+            try:
+                await self.own.__aenter__()
+            except BaseException:
+                await self.shared.__aexit__(None, None, None)
+                raise
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, *rest: Any) -> None:
+        try:
+            await asyncio.gather(*(worker.__aexit__(exc_type, *rest) for worker in reversed(self.workers)))
+        finally:
+            await self._stopped()
+
+    async def run(self) -> None:
+        """Runs every worker until one stops; then the others stop too."""
+        tasks = [asyncio.create_task(worker.run()) for worker in self.workers]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            if len(done) < len(tasks):
+                await asyncio.gather(*(worker.shutdown() for worker in self.workers), return_exceptions=True)
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await self._stopped()
+
+    async def shutdown(self) -> None:
+        await asyncio.gather(*(worker.shutdown() for worker in self.workers))
+
+    async def _stopped(self) -> None:
+        if self._on_stop is not None:
+            on_stop, self._on_stop = self._on_stop, None
+            await on_stop()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.shared, name)

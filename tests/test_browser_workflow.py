@@ -1,0 +1,249 @@
+"""End to end: runs whose model drives browser_use against the fixture site, on
+the session's dev server, with real Chromium in the tool sandbox.
+
+- one run fills in a form, extracts with its own LLM call and terminates: the
+  page lives on the worker that opened it (its own task queue), screenshots
+  are files and reach the model as images but never history;
+- the worker that holds the page is SIGKILLed in the middle of the session: a
+  new worker restores the tabs, the model is told, and the run finishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHandle
+
+from activities.browser.sessions import BrowserSessions
+from agent_model.profiles import get_profile
+from agent_model.run import AgentRunInput, AgentRunResult
+from agent_model.workspace_names import workspace_name_for
+from config.settings import BrowserSettings, WebSettings
+from runtime.worker_factory import build_worker
+from testkit.e2e import child_env, server_address, start_worker, unique_queue, wait_until
+from testkit.fake_openai import FakeOpenAI, Reply, call, terminate, turn_of
+from testkit.fake_site import FakeSite
+from testkit.settings import make_settings
+from prompts.browser import SESSION_LOST_RESTORED
+from tools.browser_use import EXTRACT_SYSTEM_PROMPT
+from workflows.agent import AgentWorkflow
+
+from tests.test_browser_engine import BROWSER_MISSING  # noqa: F401  (skips with its reason)
+
+pytestmark = pytest.mark.skipif(bool(BROWSER_MISSING), reason=BROWSER_MISSING or "")
+
+
+def browse(action: str, **arguments) -> Reply:
+    return Reply(tool_calls=[call("browser_use", {"action": action, **arguments})])
+
+
+def browser_profile(max_steps: int = 10):
+    return get_profile("browser").model_copy(update={"max_steps": max_steps})
+
+
+@pytest.fixture
+def site():
+    served = FakeSite().start()
+    yield served
+    served.stop()
+
+
+def payload_text(history, activity: str) -> str:
+    """The inputs and results of every `activity` of the run, decoded."""
+    kinds, payloads = {}, []
+    for e in history.events:
+        if e.HasField("activity_task_scheduled_event_attributes"):
+            scheduled = e.activity_task_scheduled_event_attributes
+            kinds[e.event_id] = scheduled.activity_type.name
+            if scheduled.activity_type.name == activity:
+                payloads += [p.data.decode() for p in scheduled.input.payloads]
+        elif e.HasField("activity_task_completed_event_attributes"):
+            completed = e.activity_task_completed_event_attributes
+            if kinds.get(completed.scheduled_event_id) == activity:
+                payloads += [p.data.decode() for p in completed.result.payloads]
+    return "\n".join(payloads)
+
+
+def scheduled_browser_actions(history) -> list[tuple[str, str]]:
+    """(summary-free) task queue of every browser_act the run scheduled, in order."""
+    return [
+        (e.activity_task_scheduled_event_attributes.task_queue.name, e.activity_task_scheduled_event_attributes.activity_type.name)
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.activity_task_scheduled_event_attributes.activity_type.name.startswith("browser_")
+    ]
+
+
+async def test_a_run_fills_a_form_extracts_and_keeps_screenshots_out_of_history(dev_env, fake_llm, site, tmp_path):
+    settings = make_settings(fake_llm.base_url, tmp_path / "workspace", tool_sandbox="auto").model_copy(
+        update={"web": WebSettings(allow=("127.0.0.1",))}
+    )
+    form = site.url("/form")
+    turns = [
+        browse("go_to_url", url=form),
+        browse("input_text", index=0, text="durable"),
+        browse("click_element", index=1),
+        browse("extract_content", goal="what was sent"),
+        terminate("sent"),
+    ]
+
+    def respond(body: dict, attempt: int) -> Reply:
+        if body["messages"][0].get("content") == EXTRACT_SYSTEM_PROMPT:  # the extraction's own call
+            return Reply(content="The page says durable was sent.")
+        return turns[turn_of(body)]
+
+    fake_llm.responder = respond
+    workflow_id = f"browser-{uuid.uuid4().hex[:8]}"
+    async with build_worker(dev_env.client, settings) as worker:
+        handle = await dev_env.client.start_workflow(
+            AgentWorkflow.run,
+            AgentRunInput(task="Send 'durable' with the form.", profile=browser_profile()),
+            id=workflow_id,
+            task_queue=settings.task_queue,
+        )
+        result: AgentRunResult = await asyncio.wait_for(handle.result(), 90)
+        own_queue = worker.own.task_queue if worker.own is not None else None
+    history = await handle.fetch_history()
+
+    assert result.succeeded, result.note
+    went, typed, clicked, extracted = (step.tool_calls[0] for step in result.steps[:4])
+    assert not any(c.error for c in (went, typed, clicked, extracted)), [c.observation for c in (went, typed, clicked)]
+    assert "You sent: durable" in clicked.observation
+    assert extracted.observation.startswith(f"Extracted from {site.url('/submitted')}")
+    assert "The page says durable was sent." in extracted.observation
+
+    extraction = fake_llm.requests[4]
+    assert "You sent: durable" in json.dumps(extraction.messages)
+    assert extraction.tools is None
+
+    # The next-step prompt shows the browser; the newest screenshot is an image part.
+    second = fake_llm.requests[1].messages
+    assert any("Browser: " + form in json.dumps(m) for m in second)
+    images = [p for m in second if isinstance(m.get("content"), list) for p in m["content"] if p.get("type") == "image_url"]
+    assert len(images) == 1 and images[0]["image_url"]["url"].startswith("data:image/")
+
+    # The page lived on the worker that opened it: the first action went to any
+    # worker, every later one to that worker's own queue.
+    queues = [queue for queue, kind in scheduled_browser_actions(history) if kind == "browser_act"]
+    assert queues[0] == settings.task_queue
+    assert own_queue is not None and set(queues[1:]) == {own_queue}
+    assert ("browser_close" in {kind for _, kind in scheduled_browser_actions(history)})
+
+    run_dir = settings.workspace_root / workspace_name_for(workflow_id)
+    shots = sorted(p.name for p in (run_dir / "browser").iterdir())
+    assert shots[:2] == ["step-0001-1.jpg", "step-0002-1.jpg"]
+    text = history.to_json()
+    assert "data:image" not in text
+    # Observations are in history as the actions' results; the thinks that
+    # follow name them by digest instead of carrying them again.
+    assert 'placeholder=\\"your words\\"' in payload_text(history, "browser_act")
+    assert "your words" not in payload_text(history, "think")
+    first_shot = (run_dir / "browser" / "step-0001-1.jpg").read_bytes()
+    import base64
+
+    assert base64.b64encode(first_shot[:300]).decode()[:200] not in text
+
+
+async def test_a_killed_worker_s_browser_session_is_restored_and_the_run_finishes(dev_env, site, tmp_path):
+    """The worker holding the page is SIGKILLed between two actions (while the
+    model thinks); the next action waits on that worker's queue until its
+    schedule-to-start timeout, then goes to the new worker, which reopens the
+    tabs and runs it; the model is told the session was restored."""
+    queue = unique_queue("browser-kill")
+    config = tmp_path / "config.toml"
+    config.write_text('[web]\nallow = ["127.0.0.1"]\n', encoding="utf-8")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    form, second = site.url("/form"), site.url("/page2")
+    turns = [
+        browse("go_to_url", url=form),
+        browse("open_tab", url=second),
+        browse("switch_tab", tab_id=0),
+        terminate("done"),
+    ]
+
+    def respond(body: dict, attempt: int) -> Reply:
+        turn = turn_of(body)
+        if turn == 2 and attempt == 0:  # the first worker dies while this reply is held back
+            return dataclasses.replace(turns[turn], delay=60.0)
+        return turns[turn]
+
+    with FakeOpenAI(responder=respond) as fake:
+        env = child_env(
+            tmp_path, address=server_address(dev_env), task_queue=queue, base_url=fake.base_url,
+            extra={"DURABLE_MANUS_TOOL_SANDBOX": "auto", "DURABLE_MANUS_CONFIG": str(config)},
+        )
+        first = start_worker(env, logs, "first")
+        replacement = None
+        try:
+            handle: WorkflowHandle = await dev_env.client.start_workflow(
+                AgentWorkflow.run,
+                AgentRunInput(task="Look at two pages.", profile=browser_profile()),
+                id=f"browser-kill-{uuid.uuid4().hex[:8]}",
+                task_queue=queue,
+            )
+            await wait_until(lambda: any(r.turn == 2 for r in fake.requests), 60, "the third think")
+            browsers = [pid for pid in descendants(first.pid) if is_chromium(pid)]
+            assert browsers, "the first worker's browser should be running"
+            first.kill()
+            await wait_until(lambda: not any(is_chromium(pid) for pid in browsers), 15, "the killed worker's browser to go")
+            replacement = start_worker(env, logs, "replacement")
+            result: AgentRunResult = await asyncio.wait_for(handle.result(), 90)
+        finally:
+            first.kill()
+            if replacement is not None:
+                await replacement.stop()
+
+    assert result.succeeded, result.note
+    opened, switched = result.steps[1].tool_calls[0], result.steps[2].tool_calls[0]
+    assert "lost" not in opened.observation
+    assert not switched.error, switched.observation
+    assert switched.observation.startswith(SESSION_LOST_RESTORED)
+    assert "Switched to tab [0]" in switched.observation and form in switched.observation
+
+
+def descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(entry))
+    found, queue = [], [root]
+    while queue:
+        for child in children.get(queue.pop(), []):
+            found.append(child)
+            queue.append(child)
+    return found
+
+
+def is_chromium(pid: int) -> bool:
+    try:
+        return b"chrom" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+    except OSError:
+        return False
+
+
+def test_the_browser_profile_and_manus_have_browser_use():
+    assert "browser_use" in get_profile("browser").tools
+    assert "browser_use" in get_profile("manus").tools
+
+
+def test_a_worker_without_chromium_refuses_the_tool_in_one_line(tmp_path):
+    settings = BrowserSettings(chrome_instance_path=str(tmp_path / "no-such-chromium"))
+    from activities.tools.sandbox import ToolSandbox
+    from activities.web.access import WebAccess
+    from activities.workspace import Workspace
+
+    sessions = BrowserSessions(settings, Workspace(tmp_path), ToolSandbox.none(), WebAccess(), None)
+    problem = sessions.problem()
+    assert problem is not None and "\n" not in problem and "no-such-chromium" in problem
