@@ -256,7 +256,7 @@ def build_worker(client: Client, settings: Settings, sandbox: ToolSandbox | None
         activities=own_queue_activities(resources),
         **{k: v for k, v in options.items() if k not in OPTIONS_FOR_WORKFLOWS_ONLY},
     )
-    return WorkerSet(shared, own, on_stop=sessions.close_all)
+    return WorkerSet(shared, own, sessions)
 
 
 OPTIONS_FOR_WORKFLOWS_ONLY = frozenset({"max_cached_workflows", "workflow_runner", "workflows"})

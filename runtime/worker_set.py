@@ -9,18 +9,21 @@ browser actions of the runs whose live page it holds are sent
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.worker import Worker
+
+if TYPE_CHECKING:
+    from activities.browser.sessions import BrowserSessions
 
 
 class WorkerSet:
     """Used like one temporalio Worker: `async with`, run(), shutdown(); other
     attributes are the shared queue's worker's."""
 
-    def __init__(self, shared: Worker, own: Worker | None = None, on_stop: Callable[[], Awaitable[None]] | None = None) -> None:
-        self.shared, self.own, self._on_stop = shared, own, on_stop
+    def __init__(self, shared: Worker, own: Worker | None = None, browsers: BrowserSessions | None = None) -> None:
+        self.shared, self.own, self.browsers = shared, own, browsers
+        self._stopped_once = False
 
     @property
     def workers(self) -> list[Worker]:
@@ -59,9 +62,10 @@ class WorkerSet:
         await asyncio.gather(*(worker.shutdown() for worker in self.workers))
 
     async def _stopped(self) -> None:
-        if self._on_stop is not None:
-            on_stop, self._on_stop = self._on_stop, None
-            await on_stop()
+        """The browsers close after the activities that used them finished."""
+        if self.browsers is not None and not self._stopped_once:
+            self._stopped_once = True
+            await self.browsers.close_all()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.shared, name)

@@ -197,17 +197,20 @@ async def record_empty_reply_run(
     client: Client, fake: FakeOpenAI, scratch: Path, workflow_id: str, timeout: float = 60
 ) -> WorkflowHistory:
     fake.turns = [[Reply(content=None), Reply(content=None)]]
-    settings = unconfined_settings(fake, scratch)
+    run = AgentRunInput(task="Say something.", agent="manus")
+    _, handle = await run_to_end(client, unconfined_settings(fake, scratch), run, workflow_id, timeout)
+    return await handle.fetch_history()
+
+
+async def run_to_end(
+    client: Client, settings: Settings, run: AgentRunInput, workflow_id: str, timeout: float
+) -> tuple[AgentRunResult, WorkflowHandle]:
+    """The run's result with an in-process worker, and its handle."""
     async with build_worker(client, settings, identity=IDENTITY):
         handle = await client.start_workflow(
-            AgentWorkflow.run,
-            AgentRunInput(task="Say something.", agent="manus"),
-            id=workflow_id,
-            task_queue=settings.task_queue,
-            result_type=AgentRunResult,
+            AgentWorkflow.run, run, id=workflow_id, task_queue=settings.task_queue, result_type=AgentRunResult
         )
-        await asyncio.wait_for(handle.result(), timeout)
-    return await handle.fetch_history()
+        return await asyncio.wait_for(handle.result(), timeout), handle
 
 
 async def record_cancelled_flow(
@@ -291,15 +294,8 @@ async def record_browser_run(
     fake.responder = responder
     settings = recording_settings(fake, scratch / "workspace", tool_sandbox="auto", web=WebSettings(allow=("127.0.0.1",)))
     try:
-        async with build_worker(client, settings, identity=IDENTITY):
-            handle = await client.start_workflow(
-                AgentWorkflow.run,
-                AgentRunInput(task="Read the second page's heading.", agent="browser"),
-                id=workflow_id,
-                task_queue=settings.task_queue,
-                result_type=AgentRunResult,
-            )
-            result = await asyncio.wait_for(handle.result(), timeout)
+        run = AgentRunInput(task="Read the second page's heading.", agent="browser")
+        result, handle = await run_to_end(client, settings, run, workflow_id, timeout)
     finally:
         site.stop()
     assert result.final_answer == FINAL_ANSWER and not any(c.error for s in result.steps for c in s.tool_calls), result

@@ -18,7 +18,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowHandle
+from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 
 from activities.browser.sessions import BrowserSessions
 from agent_model.profiles import get_profile
@@ -70,6 +71,13 @@ def payload_text(history, activity: str) -> str:
     return "\n".join(payloads)
 
 
+def site_settings(fake_llm, tmp_path):
+    """A worker with the tool sandbox on, allowed to reach the fixture site."""
+    return make_settings(fake_llm.base_url, tmp_path / "workspace", tool_sandbox="auto").model_copy(
+        update={"web": WebSettings(allow=("127.0.0.1",))}
+    )
+
+
 def scheduled_browser_actions(history) -> list[tuple[str, str]]:
     """(summary-free) task queue of every browser_act the run scheduled, in order."""
     return [
@@ -81,9 +89,7 @@ def scheduled_browser_actions(history) -> list[tuple[str, str]]:
 
 
 async def test_a_run_fills_a_form_extracts_and_keeps_screenshots_out_of_history(dev_env, fake_llm, site, tmp_path):
-    settings = make_settings(fake_llm.base_url, tmp_path / "workspace", tool_sandbox="auto").model_copy(
-        update={"web": WebSettings(allow=("127.0.0.1",))}
-    )
+    settings = site_settings(fake_llm, tmp_path)
     form = site.url("/form")
     turns = [
         browse("go_to_url", url=form),
@@ -247,3 +253,87 @@ def test_a_worker_without_chromium_refuses_the_tool_in_one_line(tmp_path):
     sessions = BrowserSessions(settings, Workspace(tmp_path), ToolSandbox.none(), WebAccess(), None)
     problem = sessions.problem()
     assert problem is not None and "\n" not in problem and "no-such-chromium" in problem
+
+
+async def test_cancel_during_a_browser_action_ends_the_run_and_closes_its_browser(dev_env, fake_llm, site, tmp_path):
+    settings = site_settings(fake_llm, tmp_path)
+    fake_llm.turns = [browse("go_to_url", url=site.url("/")), browse("wait", seconds=30), terminate("never")]
+    async with build_worker(dev_env.client, settings) as worker:
+        handle = await dev_env.client.start_workflow(
+            AgentWorkflow.run,
+            AgentRunInput(task="Wait a while.", profile=browser_profile()),
+            id=f"browser-cancel-{uuid.uuid4().hex[:8]}",
+            task_queue=settings.task_queue,
+        )
+        await wait_until(lambda: len(fake_llm.requests) >= 2, 30, "the second think")
+
+        async def waiting() -> bool:
+            pending = (await handle.describe()).raw_description.pending_activities
+            return any(
+                p.activity_type.name == "browser_act" and p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+                for p in pending
+            )
+
+        await wait_until(waiting, 30, "the wait action to start")
+        cancelled_at = asyncio.get_running_loop().time()
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await asyncio.wait_for(handle.result(), 15)
+        took = asyncio.get_running_loop().time() - cancelled_at
+        assert worker.browsers is not None and worker.browsers.open_sessions == []
+    assert took < 5, took
+    description = await handle.describe()
+    assert description.status == WorkflowExecutionStatus.CANCELED
+
+
+async def test_hostile_arguments_are_observations_and_reach_no_browser(dev_env, fake_llm, tmp_path):
+    settings = make_settings(fake_llm.base_url, tmp_path / "workspace", tool_sandbox="auto")
+    fake_llm.turns = [
+        browse("go_to_url", url="file:///etc/passwd"),
+        browse("go_to_url", url="javascript:alert(1)"),
+        browse("click_element", index=10**12),
+        browse("input_text", index=0, text="x" * 20_000),
+        browse("teleport"),
+        browse("go_to_url", url="http://127.0.0.1:9/"),  # loopback: refused by the [web] rules
+        terminate("done"),
+    ]
+    async with build_worker(dev_env.client, settings):
+        handle = await dev_env.client.start_workflow(
+            AgentWorkflow.run,
+            AgentRunInput(task="Misbehave.", profile=browser_profile()),
+            id=f"browser-hostile-{uuid.uuid4().hex[:8]}",
+            task_queue=settings.task_queue,
+        )
+        result: AgentRunResult = await asyncio.wait_for(handle.result(), 60)
+    assert result.succeeded, result.note
+    observations = [step.tool_calls[0] for step in result.steps[:6]]
+    assert all(c.error for c in observations), [c.observation for c in observations]
+    assert "http:// or https://" in observations[0].observation and "http:// or https://" in observations[1].observation
+    assert "from 0 to" in observations[2].observation
+    assert "longer than" in observations[3].observation
+    assert "action must be one of" in observations[4].observation
+    refused = observations[5].observation
+    assert "127.0.0.1" in refused and len(refused) < 2000, refused
+    history = await handle.fetch_history()
+    # Only the last one reached a browser.
+    assert sum(1 for _, kind in scheduled_browser_actions(history) if kind == "browser_act") == 1
+
+
+async def test_a_run_that_continues_as_new_keeps_its_live_page(dev_env, fake_llm, site, tmp_path):
+    settings = site_settings(fake_llm, tmp_path)
+    fake_llm.turns = [browse("go_to_url", url=site.url("/long")), browse("scroll_down"), terminate("done")]
+    async with build_worker(dev_env.client, settings) as worker:
+        handle = await dev_env.client.start_workflow(
+            AgentWorkflow.run,
+            AgentRunInput(task="Scroll.", profile=browser_profile(), steps_per_run=1),
+            id=f"browser-continued-{uuid.uuid4().hex[:8]}",
+            task_queue=settings.task_queue,
+        )
+        result: AgentRunResult = await asyncio.wait_for(handle.result(), 60)
+        own_queue = worker.own.task_queue
+    assert result.succeeded, result.note
+    scrolled = result.steps[1].tool_calls[0]
+    assert not scrolled.error and "reopened" not in scrolled.observation, scrolled.observation
+    second = await dev_env.client.get_workflow_handle(handle.id).fetch_history()  # the last execution
+    assert [queue for queue, kind in scheduled_browser_actions(second)] == [own_queue]  # browser_close
+    assert "Browser: " + site.url("/long") in json.dumps(fake_llm.requests[1].messages)

@@ -15,6 +15,7 @@ through a proxy that applies the [web] rules).
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from temporalio import activity, workflow
@@ -229,7 +230,7 @@ async def close_session(state: BrowserState) -> None:
             CLOSE, workflow.info().workflow_id, task_queue=state.session_queue, summary="close the browser",
             **CLOSE_CONFIG.options(),
         )
-    except ActivityError:
+    except (ActivityError, asyncio.CancelledError):
         pass  # the worker closes an idle browser itself
 
 

@@ -206,13 +206,13 @@ class AgentWorkflow:
                 ending = (AgentState.CANCELLED, StopReason.CANCELLED, agent_notes.CANCELLED_NOTE)
             else:
                 ending = (AgentState.ERROR, StopReason.ERROR, root_message(e))
+        # Only runs that opened a browser schedule this, so older histories replay.
+        await close_session(self.browser)
         if self._cancel_ends_run():
             # Whatever else ended the loop, the run was asked to stop. The state
             # stays readable by queries, which replay the closed run.
             self._finish(AgentState.CANCELLED, StopReason.CANCELLED, agent_notes.CANCELLED_NOTE)
             raise CancelledError(agent_notes.CANCELLED_NOTE)
-        # Only runs that opened a browser schedule this, so older histories replay.
-        await close_session(self.browser)
         return self._finish(*ending)
 
     def _time_to_continue_as_new(self, run: AgentRunInput) -> bool:
