@@ -144,7 +144,7 @@ async def execute(command: Command, following: Following | None = None, out: Tex
         if detach:
             await report_worker_for_detached(client, settings, handle, out)
             return 0
-        watch = Watch(client, worker.on_stall)
+        watch = Watch(client, worker.on_stall, lost_retry_seconds=settings.server_wait_seconds)
         if is_flow:
             return report_flow(await follow_flow(client, handle, out, watch=watch), out)
         return report(await follow(handle, out, watch=watch), out)

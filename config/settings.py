@@ -173,6 +173,9 @@ class Settings(BaseModel):
     search: SearchSettings = Field(default_factory=SearchSettings)
     web: WebSettings = Field(default_factory=WebSettings)
     browser: BrowserSettings = Field(default_factory=BrowserSettings)
+    server_wait_seconds: float = 60.0
+    """How long a starter that follows a run waits for a Temporal server that
+    stopped answering before it gives up (exit 3; the run is safe)."""
     source: str = "environment"
     """Where the settings came from, for messages."""
 
@@ -258,7 +261,8 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     overrides `[tools] sandbox`; DURABLE_MANUS_WORKFLOW_SANDBOX (1/0, true/false)
     overrides `[worker] workflow_sandbox`; DURABLE_MANUS_DEPLOYMENT_NAME and
     DURABLE_MANUS_BUILD_ID override `[worker] deployment_name` and `build_id`;
-    TEMPORAL_TASK_QUEUE sets the task queue. An empty variable counts as unset.
+    TEMPORAL_TASK_QUEUE sets the task queue; DURABLE_MANUS_SERVER_WAIT the
+    seconds a starter waits for a lost server. An empty variable counts as unset.
     """
     env = os.environ if env is None else env
     explicit = path or env.get("DURABLE_MANUS_CONFIG")
@@ -327,6 +331,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     search = _parse_search(source, data.get("search", {}), env)
     web = _parse_web(source, data.get("web", {}))
     browser = _parse_browser(source, data.get("browser", {}))
+    server_wait = _server_wait(env)
 
     return Settings(
         llm=llm,
@@ -343,6 +348,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         search=search,
         web=web,
         browser=browser,
+        server_wait_seconds=server_wait,
         source=source,
     )
 
@@ -398,6 +404,19 @@ def _parse_web(source: str, raw: Any) -> WebSettings:
     except ValueError as e:
         raise ConfigError(f"{source}: [web] allow: {e}") from None
     return web
+
+
+def _server_wait(env: Mapping[str, str]) -> float:
+    text = env.get("DURABLE_MANUS_SERVER_WAIT")
+    if not text:
+        return 60.0
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not 1 <= seconds <= 3600:
+        raise ConfigError(f"DURABLE_MANUS_SERVER_WAIT must be a number of seconds from 1 to 3600, not {text!r}")
+    return seconds
 
 
 def _parse_browser(source: str, raw: Any) -> BrowserSettings:

@@ -171,3 +171,11 @@ def test_a_missing_workspace_root_is_created(tmp_path):
     root = tmp_path / "new" / "root"
     load_settings(env={"WORKSPACE_ROOT": str(root), "DURABLE_MANUS_CONFIG": ""}).require_workspace_root()
     assert root.is_dir()
+
+
+def test_the_starter_s_wait_for_a_lost_server_is_read_from_the_environment():
+    assert load_settings(env={"DURABLE_MANUS_SERVER_WAIT": "8"}).server_wait_seconds == 8
+    assert load_settings(env={}).server_wait_seconds == 60
+    for bad in ("0", "-1", "soon", "nan", "1e9"):
+        with pytest.raises(ConfigError, match="DURABLE_MANUS_SERVER_WAIT must be a number of seconds from 1 to 3600"):
+            load_settings(env={"DURABLE_MANUS_SERVER_WAIT": bad})
