@@ -11,6 +11,7 @@
     python starter.py rewind ID --to-step N        # re-run a run from the end of step N
     python starter.py worker                       # a worker, as `python worker.py` (same options)
     python starter.py server                       # start the embedded Temporal server, detached
+    python starter.py mcp-server [--http HOST:PORT] [--worker]   # MCP tools for the runs (stdio by default)
 
 Which command: when the first argument is exactly one of the command names,
 it is the command; anything else is a run's arguments. A task that is itself a
@@ -49,11 +50,12 @@ from agent_model.flow import PlanningFlowResult
 from agent_model.profiles import UnknownAgent
 from agent_model.run import AgentRunResult
 from config.settings import ConfigError, Settings, load_settings
+from runtime.ad_hoc_mcp import with_ad_hoc_server
 from runtime import run_control
 from runtime.cli import UsageError, exit_now
 from runtime.command_line import (
-    FOLLOWS_A_RUN, Answer, Attach, Cancel, Command, ListRuns, Result, Rewind, Run, ServeWorker, Show, StartServer,
-    parse_command,
+    FOLLOWS_A_RUN, Answer, Attach, Cancel, Command, ListRuns, McpServe, Result, Rewind, Run, ServeWorker, Show,
+    StartServer, parse_command,
 )
 from runtime.connection import TemporalUnreachable, connect_config, is_unreachable
 from runtime.embedded_server import web_ui_url
@@ -90,16 +92,22 @@ def report(result: AgentRunResult, out) -> int:
     return 0 if result.succeeded else 1
 
 
-async def run_handle(client: Client, settings: Settings, command: Run | Attach | Rewind, out) -> tuple[WorkflowHandle, bool]:
+async def run_handle(
+    client: Client, settings: Settings, command: Run | Attach | Rewind, out, mcp_servers: tuple[str, ...] | None = None
+) -> tuple[WorkflowHandle, bool]:
     """The run the command follows (started, rewound or found), and whether it is a PlanningFlow."""
     if isinstance(command, Run):
-        options = dict(max_steps=command.max_steps, steps_per_run=command.steps_per_run, run_id=command.run_id)
+        options = dict(
+            max_steps=command.max_steps, steps_per_run=command.steps_per_run, run_id=command.run_id, llm=command.llm
+        )
         if command.flow:
             flow = await start_planning_flow(
                 client, settings, command.task, agents=command.agents, timeout=command.timeout, **options
             )
             return flow, True
-        return await start_agent_run(client, settings, command.task, agent=command.agent, **options), False
+        return await start_agent_run(
+            client, settings, command.task, agent=command.agent, mcp_servers=mcp_servers, **options
+        ), False
     if isinstance(command, Rewind):
         await run_control.rewind(client, command.run_id, command.to_step, out)
     description = await run_control.describe(client, command.run_id)
@@ -111,9 +119,20 @@ async def execute(command: Command, following: Following | None = None, out: Tex
     """Carry out one command (not `worker`, which is worker.py's); returns the exit code."""
     if isinstance(command, StartServer):
         return await start_server(out)
+    if isinstance(command, McpServe):
+        try:
+            from runtime import mcp_server  # here: no other command needs the MCP SDK
+        except ModuleNotFoundError as e:
+            raise UsageError(f"mcp-server needs the MCP SDK ({e}): pip install mcp") from None
+        return await mcp_server.serve(command.config, command.http, command.worker)
     settings = load_settings(command.config)
+    if isinstance(command, (Run, Attach, Rewind)):
+        for note in settings.notes:  # config keys of OpenManus's that are not used here
+            print(f"config: {note}", file=sys.stderr)
+    mcp_servers = None
     if isinstance(command, Run):
-        check_task_fits(settings, command.task, command.agents)
+        settings, mcp_servers = with_ad_hoc_server(settings, command)
+        check_task_fits(settings, command.task, command.agents, command.llm)
     client = await connect_for(command.name, isinstance(command, FOLLOWS_A_RUN), out)
     if isinstance(command, ListRuns):
         await run_control.list_runs(client, out)
@@ -137,7 +156,7 @@ async def execute(command: Command, following: Following | None = None, out: Tex
                 await run_control.cancel(client, command.run_id, out)
             return 0
 
-        handle, is_flow = await run_handle(client, settings, command, out)
+        handle, is_flow = await run_handle(client, settings, command, out, mcp_servers)
         if following is not None:
             following.run_id = handle.id
         print(f"run {handle.id}\nWeb UI: {web_ui_url(handle.id, client.namespace)}", file=out, flush=True)

@@ -49,6 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 async def run_worker(args: argparse.Namespace) -> int:
     runtime = metrics_runtime(args.metrics) if args.metrics else None
     settings = load_settings(args.config)
+    for note in settings.notes:
+        logging.info("config: %s", note)
     settings.require_workspace_root()
     sandbox = check_worker_settings(settings)
     harden_worker_process()

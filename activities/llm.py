@@ -9,11 +9,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import math
+import re
 import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx2
 import openai
@@ -57,8 +60,14 @@ ABANDON_WAIT = 1.0
 connection) before it reports the cancellation."""
 RETRYABLE_STATUS = {408, 409, 429}
 """Plus every 5xx: timeouts, conflicts, rate limits and server errors pass."""
-REASONING_MODEL_PREFIXES = ("o1", "o3", "o4")
-"""Models that take max_completion_tokens and no temperature."""
+REASONING_MODEL = re.compile(r"(o[1-9]|gpt-5(\.\d+)?)(-.*)?")
+"""OpenAI's reasoning models (o1, o3-mini, o4-mini-2025-04-16, gpt-5, gpt-5.1,
+gpt-5-mini, ...): they refuse max_tokens and any temperature but the default."""
+CHAT_VARIANT = re.compile(r"gpt-5(\.\d+)?-chat(-.*)?")
+"""gpt-5-chat-latest and the like: GPT-5's non-reasoning variants."""
+KEY_PLACEHOLDER = "no-key"
+"""Sent to a server that needs no key (KEYLESS_API_TYPES) when none is set:
+the SDK will not make a client without one."""
 
 MAX_RETRY_INTERVAL = timedelta(seconds=MAX_THINK_RETRY_SECONDS)
 
@@ -90,22 +99,30 @@ agent_model/activity_specs.py."""
 
 
 def is_reasoning_model(model: str) -> bool:
-    return model.startswith(REASONING_MODEL_PREFIXES)
+    # Gateways name models with a provider in front: openai/o3-mini.
+    name = model.rsplit("/", 1)[-1].lower()
+    return REASONING_MODEL.fullmatch(name) is not None and CHAT_VARIANT.fullmatch(name) is None
+
+
+def azure_address(base_url: str) -> dict[str, str]:
+    """How AsyncAzureOpenAI is told where to send requests. A base_url with a
+    path (OpenManus's `<endpoint>/openai/deployments/<id>`, or `<endpoint>/openai`)
+    is the client's base URL as is, as OpenManus passes it; a bare `<endpoint>`
+    is the resource endpoint. Without /deployments in the path the SDK adds
+    /deployments/<model>, so the model names the deployment."""
+    if urlsplit(base_url).path.strip("/"):
+        return {"base_url": base_url}
+    return {"azure_endpoint": base_url}
 
 
 def make_client(settings: LLMSettings) -> openai.AsyncOpenAI:
     key = settings.api_key.get_secret_value() if settings.api_key else None
+    if not key and not settings.needs_key:
+        key = KEY_PLACEHOLDER
+    common: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": settings.request_timeout}
     if settings.api_type == "azure":
-        return openai.AsyncAzureOpenAI(
-            azure_endpoint=settings.base_url,
-            api_key=key,
-            api_version=settings.api_version,
-            max_retries=0,
-            timeout=settings.request_timeout,
-        )
-    return openai.AsyncOpenAI(
-        base_url=settings.base_url, api_key=key, max_retries=0, timeout=settings.request_timeout
-    )
+        return openai.AsyncAzureOpenAI(api_version=settings.api_version, **azure_address(settings.base_url), **common)
+    return openai.AsyncOpenAI(base_url=settings.base_url, **common)
 
 
 @dataclass(frozen=True)
@@ -215,16 +232,29 @@ def request_params(
     return params
 
 
-def _retry_after(error: openai.APIStatusError) -> timedelta | None:
-    value = error.response.headers.get("retry-after")
+def _header_number(error: openai.APIStatusError, name: str) -> float | None:
     try:
-        seconds = float(value) if value is not None else None
+        value = float(error.response.headers.get(name, ""))
     except ValueError:
         return None
-    if seconds is None or seconds < 0:
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def _retry_after(error: openai.APIStatusError) -> timedelta | None:
+    """The wait the server asks for: retry-after-ms (OpenAI, Azure), else
+    retry-after in seconds."""
+    milliseconds = _header_number(error, "retry-after-ms")
+    seconds = milliseconds / 1000 if milliseconds is not None else _header_number(error, "retry-after")
+    if seconds is None:
         return None
     # Never wait longer than the retry policy's own longest interval.
     return timedelta(seconds=min(seconds, MAX_RETRY_INTERVAL.total_seconds()))
+
+
+def _server_says_retry(error: openai.APIStatusError) -> bool | None:
+    """The x-should-retry header: the server's own word on whether asking again may succeed."""
+    value = error.response.headers.get("x-should-retry", "").strip().lower()
+    return {"true": True, "false": False}.get(value)
 
 
 def as_sdk_error(error: httpx2.TransportError) -> openai.OpenAIError:
@@ -242,10 +272,16 @@ def classify(error: Exception, model: str) -> ApplicationError:
     if isinstance(error, openai.APIStatusError):
         status = error.status_code
         message = f"LLM endpoint answered {status}: {error.message}"
-        if status in RETRYABLE_STATUS or status >= 500:
+        retryable = status in RETRYABLE_STATUS or status >= 500
+        verdict = _server_says_retry(error)
+        if verdict is not None:
+            retryable = verdict
+        if retryable:
             return ApplicationError(
                 message, type="LLMUnavailable", next_retry_delay=_retry_after(error)
             )
+        if verdict is False:
+            message += " (the endpoint says not to retry)"
         if status == 400 and "tool" in str(error.message).lower():
             message += f" (does model {model!r} support function calling?)"
         return ApplicationError(message, type="LLMRequestRejected", non_retryable=True)

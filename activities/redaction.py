@@ -64,11 +64,18 @@ class Redactor:
         )
 
 
+MIN_MCP_SECRET = 12
+
+
 def worker_secrets(settings: Settings, client: Client | None = None) -> list[str]:
     """The keys the worker holds: every LLM profile's, the search engines'
     ([search] brave_api_key, tavily_api_key), and Temporal's."""
     keys = [llm.api_key.get_secret_value() for llm in settings.llm.values() if llm.api_key is not None]
     keys += [key.get_secret_value() for key in (settings.search.brave_api_key, settings.search.tavily_api_key) if key is not None]
+    # What mcp.json hands its servers (env, headers) may be keys too; short
+    # values (a port, "true") would only blur outputs, so they are left out.
+    for server in settings.mcp_servers.values():
+        keys += [value for value in (*server.env.values(), *server.headers.values()) if len(value) >= MIN_MCP_SECRET]
     keys.append(os.environ.get("TEMPORAL_API_KEY", ""))
     if client is not None and client.api_key:
         keys.append(client.api_key)

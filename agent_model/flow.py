@@ -39,6 +39,9 @@ class PlanningFlowInput(BaseModel):
     timeout_seconds: float = DEFAULT_FLOW_TIMEOUT_SECONDS
     llm: str = "default"
     """LLM profile for planning, replanning and the summary."""
+    agent_llm: str | None = None
+    """LLM profile for every step's agent run (the starter's --llm); None: each
+    agent profile's own."""
     max_steps_per_agent: int | None = None
     steps_per_run: int | None = None
     """Passed to each step's agent run (AgentRunInput.steps_per_run)."""

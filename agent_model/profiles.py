@@ -7,7 +7,7 @@ from pydantic import BaseModel, Field
 from agent_model.memory import DEFAULT_MAX_MESSAGES, DEFAULT_MAX_TOKENS
 from agent_model.messages import ToolChoice
 from agent_model.stuck import DEFAULT_DUPLICATE_THRESHOLD
-from prompts import browser, data_analysis, manus, planning, swe, toolcall
+from prompts import browser, data_analysis, manus, mcp, planning, swe, toolcall
 
 
 class AgentProfile(BaseModel):
@@ -40,6 +40,9 @@ class AgentProfile(BaseModel):
     max_window_tokens: int = DEFAULT_MAX_TOKENS
     """Estimated tokens of the memory window (agent_model/memory.py): the
     oldest tool-call groups are dropped beyond it, the task never is."""
+    mcp_servers: list[str] = Field(default_factory=list)
+    """MCP servers (ids in the worker's mcp.json) whose tools the agent gets
+    besides `tools`; ["*"]: every server the worker has."""
 
 
 TOOLCALL = AgentProfile(
@@ -107,8 +110,19 @@ BROWSER = AgentProfile(
     max_tool_calls_per_step=1,
 )
 
+MCP = AgentProfile(
+    name="mcp",
+    description="Works through the tools of the MCP servers the worker connects to (mcp.json).",
+    system_prompt=mcp.SYSTEM_PROMPT,
+    next_step_prompt=mcp.NEXT_STEP_PROMPT,
+    tools=["ask_human", "terminate"],
+    mcp_servers=["*"],
+    max_steps=20,
+    max_observe=10000,
+)
+
 BUILTIN_PROFILES: dict[str, AgentProfile] = {
-    p.name: p for p in (TOOLCALL, MANUS, SWE, DATA_ANALYSIS, PLANNING, BROWSER)
+    p.name: p for p in (TOOLCALL, MANUS, SWE, DATA_ANALYSIS, PLANNING, BROWSER, MCP)
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from agent_model.browser import BrowserState
+from agent_model.mcp import McpTool
 from agent_model.memory import Memory
 from agent_model.messages import ToolChoice
 from agent_model.payload import PAYLOAD_LIMIT, clip, first_within, fit, json_size
@@ -22,6 +23,10 @@ class AgentRunInput(BaseModel):
     profile: AgentProfile | None = None
     max_steps: int | None = None
     """Overrides the profile's max_steps."""
+    llm: str | None = None
+    """Overrides the profile's LLM (an `[llm.<name>]` of the worker's config)."""
+    mcp_servers: list[str] | None = None
+    """Overrides the profile's MCP servers (ids in the worker's mcp.json)."""
     workspace: str | None = None
     """Directory name under the workspace root; default: derived from the run id."""
     tool_choice: ToolChoice | None = None
@@ -70,6 +75,8 @@ class CarriedState(BaseModel):
     """Run ids of the earlier executions, oldest first (the newest few; agent_model/continuation.py)."""
     browser: BrowserState = Field(default_factory=BrowserState)
     """The run's browser: its tabs, and the worker that holds the live page."""
+    mcp_tools: list[McpTool] = Field(default_factory=list)
+    """The tools of the run's MCP servers, as the model was last shown them."""
 
 
 class HumanQuestion(BaseModel):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG_PATH = REPO_DIR / "config" / "config.toml"
@@ -27,14 +27,53 @@ class ConfigError(Exception):
     """A configuration problem, with a one-line message for the user."""
 
 
+OPENAI_COMPATIBLE_API_TYPES = (
+    "openai",
+    "openai-compatible",
+    "ollama",
+    "vllm",
+    "lmstudio",
+    "llamacpp",
+    "localai",
+    "deepseek",
+    "openrouter",
+    "groq",
+    "together",
+    "fireworks",
+    "mistral",
+    "xai",
+    "gemini",
+    "google",
+    "anthropic",
+    "dashscope",
+    "qwen",
+    "moonshot",
+    "zhipu",
+    "siliconflow",
+    "ppio",
+    "jiekou",
+)
+"""api_type values of servers that speak the OpenAI Chat Completions API at
+base_url as given (ppio and jiekou come from OpenManus's examples);
+openai-compatible stands for any other such server. A closed list, so that a
+misspelt api_type is caught."""
+KEYLESS_API_TYPES = ("ollama", "vllm", "lmstudio", "llamacpp", "localai", "openai-compatible")
+"""Servers that often run locally without a key: api_key may be left out."""
+
+
 class LLMSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str = "gpt-4o"
     base_url: str = "https://api.openai.com/v1"
+    """For azure: `<endpoint>/openai/deployments/<deployment>` (OpenManus's form),
+    `<endpoint>/openai`, or the bare `<endpoint>`; in the last two the model
+    names the deployment."""
     api_key: SecretStr | None = None
-    api_type: Literal["openai", "azure"] = "openai"
+    api_type: str = "openai"
+    """"openai", "azure", or one of OPENAI_COMPATIBLE_API_TYPES; checked at load."""
     api_version: str | None = None
+    """Required for azure (or OPENAI_API_VERSION)."""
     max_tokens: int = Field(4096, gt=0)
     """Completion tokens per call (OpenManus default)."""
     temperature: float = Field(0.0, ge=0, le=2, allow_inf_nan=False)
@@ -43,6 +82,16 @@ class LLMSettings(BaseModel):
     """Largest prompt (in tokens) one request may send; None = no check."""
     request_timeout: float = Field(300.0, gt=0, allow_inf_nan=False)
     """Seconds one HTTP call may take; the activity's start_to_close is larger."""
+
+    @field_validator("api_type", mode="before")
+    @classmethod
+    def _plain_api_type(cls, value: Any) -> Any:
+        # OpenManus leaves api_type "" for OpenAI and spells it in any case.
+        return value.strip().lower() or "openai" if isinstance(value, str) else value
+
+    @property
+    def needs_key(self) -> bool:
+        return self.api_type not in KEYLESS_API_TYPES
 
 
 SEARCH_ENGINES = ("duckduckgo", "searxng", "brave", "tavily", "google", "bing", "baidu")
@@ -176,6 +225,19 @@ class Settings(BaseModel):
     server_wait_seconds: float = 60.0
     """How long a starter that follows a run waits for a Temporal server that
     stopped answering before it gives up (exit 3; the run is safe)."""
+    runflow_data_analysis: bool = False
+    """`[runflow] use_data_analysis_agent` (OpenManus): a PlanningFlow's
+    executors include data_analysis."""
+    mcp_server_reference: str | None = None
+    """`[mcp] server_reference` (OpenManus): a Python module to run as an MCP
+    server over stdio (`python -m MODULE`); None when unset or OpenManus's own."""
+    mcp_servers: dict[str, Any] = Field(default_factory=dict)
+    """MCP servers by id (config/mcp_config.py McpServerSettings), from
+    mcp.json in OpenManus's form (config/mcp_config.py default_mcp_path), and
+    `[mcp] server_reference` as the server "reference"."""
+    notes: tuple[str, ...] = ()
+    """One line per key or section of the file that is accepted but not used
+    (OpenManus's), saying why; worker and starter log them at INFO."""
     source: str = "environment"
     """Where the settings came from, for messages."""
 
@@ -208,7 +270,7 @@ class Settings(BaseModel):
 
     def require_api_keys(self) -> None:
         for name, llm in self.llm.items():
-            if llm.api_key is None or not llm.api_key.get_secret_value():
+            if llm.needs_key and (llm.api_key is None or not llm.api_key.get_secret_value()):
                 where = "[llm]" if name == "default" else f"[llm.{name}]"
                 raise ConfigError(
                     f"{self.source}: {where} api_key is missing; set OPENAI_API_KEY or "
@@ -248,7 +310,116 @@ def _parse_llm(source: str, raw: Mapping[str, Any], env: Mapping[str, str]) -> d
                 profiles[name] = LLMSettings(**{**base, **section})
             except ValidationError as e:
                 raise ConfigError(_first_error(source, f"[llm.{name}]", e)) from None
-    return profiles
+    return {
+        name: _check_api_type(source, "[llm]" if name == "default" else f"[llm.{name}]", llm, env)
+        for name, llm in profiles.items()
+    }
+
+
+def _check_api_type(source: str, where: str, llm: LLMSettings, env: Mapping[str, str]) -> LLMSettings:
+    """The profile, refused now rather than at its first think when its server
+    cannot be called; azure's api_version may come from OPENAI_API_VERSION."""
+    if llm.api_type == "aws":
+        raise ConfigError(
+            f"{source}: {where} api_type aws (Amazon Bedrock) is not supported: durable-manus speaks only "
+            "the OpenAI Chat Completions API; use an OpenAI-compatible gateway in front of Bedrock "
+            '(e.g. LiteLLM or Bedrock Access Gateway) with api_type = "openai-compatible" and its base_url'
+        )
+    if llm.api_type == "azure":
+        version = llm.api_version or env.get("OPENAI_API_VERSION")
+        if not version:
+            raise ConfigError(
+                f'{source}: {where} api_version is missing: api_type azure needs one, e.g. api_version = '
+                '"2024-08-01-preview" (or set OPENAI_API_VERSION)'
+            )
+        return llm.model_copy(update={"api_version": version})
+    if llm.api_type not in OPENAI_COMPATIBLE_API_TYPES:
+        raise ConfigError(
+            f"{source}: {where} api_type {llm.api_type!r} is not known; use azure, or for a server that speaks "
+            f"the OpenAI API one of: {', '.join(OPENAI_COMPATIBLE_API_TYPES)}"
+        )
+    return llm
+
+
+OPENMANUS_KEYS: dict[str, frozenset[str]] = {
+    "llm": frozenset(
+        {"model", "base_url", "api_key", "max_tokens", "max_input_tokens", "temperature", "api_type", "api_version"}
+    ),
+    "browser": frozenset(
+        {
+            "headless", "disable_security", "extra_chromium_args", "chrome_instance_path",
+            "wss_url", "cdp_url", "proxy", "max_content_length",
+        }
+    ),
+    "search": frozenset({"engine", "fallback_engines", "retry_delay", "max_retries", "lang", "country"}),
+    "sandbox": frozenset(
+        {"use_sandbox", "image", "work_dir", "memory_limit", "cpu_limit", "timeout", "network_enabled"}
+    ),
+    "daytona": frozenset(
+        {
+            "daytona_api_key", "daytona_server_url", "daytona_target",
+            "sandbox_image_name", "sandbox_entrypoint", "VNC_password",
+        }
+    ),
+    "mcp": frozenset({"server_reference"}),
+    "runflow": frozenset({"use_data_analysis_agent"}),
+    "agent": frozenset({"max_steps"}),
+}
+"""Every section and key of OpenManus's config.toml (its app/config.py, early
+2026; [agent] from its 2025 versions). A file written for OpenManus loads here;
+a key outside this table and durable-manus's own fields is still an error."""
+
+IGNORED_SECTIONS = {
+    "sandbox": "it configures OpenManus's Docker sandbox; python_execute and bash run in "
+    "durable-manus's bubblewrap sandbox, set in [tools]",
+    "daytona": "durable-manus has no Daytona sandbox; tools run on the worker, confined as [tools] says",
+    "agent": "durable-manus takes the step limit from each agent's profile or the starter's --max-steps",
+}
+"""OpenManus's sections that durable-manus accepts without using, and why."""
+
+IGNORED_KEYS = {
+    ("browser", "disable_security"): "the browser's page security is never turned off here",
+}
+"""OpenManus's keys in sections durable-manus uses that it does not use, and why."""
+
+OPENMANUS_MCP_SERVER = "app.mcp.server"
+"""OpenManus's own MCP server module, the default of [mcp] server_reference."""
+
+
+def _openmanus_sections(source: str, data: Mapping[str, Any], notes: list[str]) -> tuple[bool, str | None]:
+    """[runflow] use_data_analysis_agent and [mcp] server_reference; notes for
+    what is accepted and not used."""
+    for name, section in data.items():
+        if name not in OPENMANUS_KEYS or name in ("llm", "browser", "search"):
+            continue  # durable-manus's own sections, and those parsed with their models
+        if not isinstance(section, Mapping):
+            raise ConfigError(f"{source}: [{name}] must be a table")
+        unknown = set(section) - OPENMANUS_KEYS[name]
+        if unknown:
+            raise ConfigError(
+                f"{source}: [{name}] has no key {sorted(unknown)[0]!r} "
+                f"(its keys: {', '.join(sorted(OPENMANUS_KEYS[name]))})"
+            )
+        if name in IGNORED_SECTIONS:
+            notes.append(f"[{name}] is ignored: {IGNORED_SECTIONS[name]}")
+    for (name, key), why in IGNORED_KEYS.items():
+        section = data.get(name)
+        if isinstance(section, Mapping) and key in section:
+            notes.append(f"[{name}] {key} is ignored: {why}")
+
+    data_analysis = data.get("runflow", {}).get("use_data_analysis_agent", False)
+    if not isinstance(data_analysis, bool):
+        raise ConfigError(f"{source}: [runflow] use_data_analysis_agent must be true or false, not {data_analysis!r}")
+    reference = data.get("mcp", {}).get("server_reference")
+    if reference is not None and (not isinstance(reference, str) or not reference.strip()):
+        raise ConfigError(f"{source}: [mcp] server_reference must be a Python module name, not {reference!r}")
+    if reference == OPENMANUS_MCP_SERVER:
+        notes.append(
+            f"[mcp] server_reference {OPENMANUS_MCP_SERVER} is ignored: it is OpenManus's own tool server, "
+            "which durable-manus does not have"
+        )
+        reference = None
+    return data_analysis, reference
 
 
 def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Settings:
@@ -280,9 +451,11 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"{file}: not valid TOML ({e})") from None
 
-    unknown = set(data) - {"llm", "workspace", "tools", "worker", "search", "web", "browser"}
+    unknown = set(data) - {"llm", "workspace", "tools", "worker", "search", "web", "browser", *OPENMANUS_KEYS}
     if unknown:
         raise ConfigError(f"{source}: unknown section [{sorted(unknown)[0]}]")
+    notes: list[str] = []
+    runflow_data_analysis, mcp_server_reference = _openmanus_sections(source, data, notes)
     llm = _parse_llm(source, data.get("llm", {}), env)
 
     workspace = data.get("workspace", {})
@@ -330,8 +503,9 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     deployment_name, build_id = _worker_version(source, worker, env)
     search = _parse_search(source, data.get("search", {}), env)
     web = _parse_web(source, data.get("web", {}))
-    browser = _parse_browser(source, data.get("browser", {}))
+    browser = _parse_browser(source, data.get("browser", {}), notes)
     server_wait = _server_wait(env)
+    mcp_servers = _mcp_servers(source, mcp_server_reference, env)
 
     return Settings(
         llm=llm,
@@ -349,6 +523,10 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         web=web,
         browser=browser,
         server_wait_seconds=server_wait,
+        runflow_data_analysis=runflow_data_analysis,
+        mcp_server_reference=mcp_server_reference,
+        mcp_servers=mcp_servers,
+        notes=tuple(notes),
         source=source,
     )
 
@@ -406,6 +584,18 @@ def _parse_web(source: str, raw: Any) -> WebSettings:
     return web
 
 
+def _mcp_servers(source: str, reference: str | None, env: Mapping[str, str]) -> dict[str, Any]:
+    from config.mcp_config import McpServerSettings, default_mcp_path, load_mcp_servers
+
+    config_file = None if source == "environment" else Path(source)
+    servers = load_mcp_servers(default_mcp_path(config_file, env))
+    if reference is not None and "reference" not in servers:
+        import sys
+
+        servers["reference"] = McpServerSettings(kind="stdio", command=sys.executable, args=("-m", reference))
+    return servers
+
+
 def _server_wait(env: Mapping[str, str]) -> float:
     text = env.get("DURABLE_MANUS_SERVER_WAIT")
     if not text:
@@ -419,9 +609,14 @@ def _server_wait(env: Mapping[str, str]) -> float:
     return seconds
 
 
-def _parse_browser(source: str, raw: Any) -> BrowserSettings:
+def _parse_browser(source: str, raw: Any, notes: list[str]) -> BrowserSettings:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{source}: [browser] must be a table")
+    proxy = raw.get("proxy")
+    if isinstance(proxy, Mapping) and not proxy.get("server"):
+        # As in OpenManus: a proxy table without a server is no proxy.
+        raw = {k: v for k, v in raw.items() if k != "proxy"}
+        notes.append("[browser.proxy] is ignored: it has no server")
     try:
         return BrowserSettings(**raw)
     except ValidationError as e:

@@ -11,8 +11,10 @@ the same commands. Every complaint is a one-line UsageError.
 from __future__ import annotations
 
 import argparse
+import shlex
 from dataclasses import dataclass
 from typing import ClassVar, Sequence
+from urllib.parse import urlsplit
 
 import worker as worker_script  # the `worker` command takes worker.py's own options
 from agent_model.flow import DEFAULT_FLOW_TIMEOUT_SECONDS, FINALIZE_RESERVE_SECONDS
@@ -39,6 +41,14 @@ class Run:
     detach: bool = False
     worker: str = "auto"
     config: str | None = None
+    llm: str | None = None
+    """The config's [llm.NAME] for every think of the run; None: each agent's own."""
+    mcp_servers: tuple[str, ...] | None = None
+    """`mcp`: the configured MCP servers the run uses; None: the agent's own."""
+    mcp_command: tuple[str, ...] = ()
+    mcp_url: str | None = None
+    """`mcp`: one more server, given on the command line (run_mcp.py's form):
+    served only by this starter's own worker (runtime/ad_hoc_mcp.py)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,8 +136,24 @@ class StartServer:
     name: ClassVar[str] = "server"
 
 
-Command = Run | Attach | ListRuns | Show | Result | Answer | Cancel | Rewind | ServeWorker | StartServer
-COMMANDS = {c.name: c for c in (Run, Attach, ListRuns, Show, Result, Answer, Cancel, Rewind, ServeWorker, StartServer)}
+@dataclass(frozen=True, kw_only=True)
+class McpServe:
+    """Serve MCP tools that start and control runs (runtime/mcp_server.py)."""
+
+    name: ClassVar[str] = "mcp-server"
+    http: tuple[str, int] | None = None
+    """(host, port) for streamable HTTP; None: stdio."""
+    worker: bool = False
+    """Run a worker in this process for as long as the server runs."""
+    config: str | None = None
+
+
+Command = Run | Attach | ListRuns | Show | Result | Answer | Cancel | Rewind | ServeWorker | StartServer | McpServe
+COMMANDS = {
+    c.name: c for c in (Run, Attach, ListRuns, Show, Result, Answer, Cancel, Rewind, ServeWorker, StartServer, McpServe)
+}
+COMMANDS["mcp"] = Run
+"""`mcp` is a run of the mcp agent (parse_command builds it)."""
 OLD_FLAGS = ("attach", "answer", "cancel", "list", "show", "result", "rewind")
 """The flags that were the commands before there were subcommands; they still are."""
 FOLLOWS_A_RUN = (Run, Attach, Rewind)
@@ -178,6 +204,10 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("task", nargs="?", help="what the agent should do")
     run.add_argument("--agent", default="manus", help=f"agent profile ({', '.join(BUILTIN_PROFILES)}); default manus")
     run.add_argument("--max-steps", type=int, help="override the agent's step limit (each agent's, in a flow)")
+    run.add_argument(
+        "--llm", metavar="NAME",
+        help="the config's [llm.NAME] for every think of the run (a flow's planner and agents too); default: [llm]",
+    )
     run.add_argument(
         "--steps-per-run", type=int,
         help="go on in a new Temporal execution every N steps (default: when the history grows large)",
@@ -242,7 +272,40 @@ def build_parser() -> Parser:
     add_config(rewind)
     worker_script.add_arguments(commands.add_parser("worker", help="run a worker, as python worker.py (same options)"))
     commands.add_parser("server", help="start the embedded Temporal server, detached, unless it runs already")
+    mcp = commands.add_parser("mcp-server", help="serve MCP tools to start, follow, answer and cancel runs (stdio)")
+    mcp.add_argument(
+        "--http", type=host_port, metavar="HOST:PORT",
+        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio",
+    )
+    mcp.add_argument("--worker", action="store_true", help="also run a worker in this process while serving")
+    add_config(mcp)
+    add_mcp_run_options(commands.add_parser(
+        "mcp", help="run the mcp agent with MCP servers: configured ones, or one given by command or URL (as run_mcp.py)"
+    ))
     return parser
+
+
+def add_mcp_run_options(mcp: argparse.ArgumentParser) -> None:
+    mcp.add_argument("task", help="what the agent should do")
+    mcp.add_argument(
+        "--server", action="append", default=[], metavar="ID",
+        help="a server of mcp.json (repeatable); default: all of them unless --command or --url is given",
+    )
+    mcp.add_argument("--command", dest="server_command", metavar="CMD", help='start a stdio MCP server for this run, e.g. "npx -y @scope/server"')
+    mcp.add_argument("--url", metavar="URL", help="connect this run to an MCP server over HTTP (a URL ending in /sse: SSE)")
+    mcp.add_argument("--max-steps", type=int, help="override the agent's step limit")
+    mcp.add_argument("--llm", metavar="NAME", help="the config's [llm.NAME] for the run's thinks")
+    mcp.add_argument("--id", dest="run_id", metavar="ID", help="workflow id for the new run (default: generated)")
+    add_config(mcp)
+
+
+def host_port(value: str) -> tuple[str, int]:
+    """--http's HOST:PORT (an IPv6 host in brackets: [::1]:8000)."""
+    host, colon, port = value.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"{value!r} is not HOST:PORT (e.g. 127.0.0.1:8000)")
+    return host, int(port)
 
 
 def parse_command(argv: Sequence[str]) -> Command:
@@ -263,6 +326,8 @@ def parse_command(argv: Sequence[str]) -> Command:
         command = run_or_old_form(args, named)
     elif args.command == "worker":
         command = ServeWorker(argv=tuple(argv[1:]))
+    elif args.command == "mcp":
+        command = mcp_run(args)
     else:
         command = COMMANDS[args.command](**{k: v for k, v in vars(args).items() if k != "command"})
     if isinstance(command, (Attach, Show, Result, Answer, Cancel, Rewind)) and not command.run_id.strip():
@@ -303,6 +368,8 @@ def run_or_old_form(args: argparse.Namespace, named: bool) -> Command:
         raise UsageError("--steps-per-run must be at least 1")
     if args.max_steps is not None and args.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
+    if args.llm is not None and not args.llm.strip():
+        raise UsageError("--llm needs the name of an [llm.NAME] section")
     agents = (args.agent,)
     if args.flow:
         agents = tuple(a.strip() for a in args.agents.split(",") if a.strip())
@@ -315,7 +382,34 @@ def run_or_old_form(args: argparse.Namespace, named: bool) -> Command:
     return Run(
         task=args.task, agent=args.agent, flow=args.flow, agents=agents, max_steps=args.max_steps,
         steps_per_run=args.steps_per_run, timeout=args.timeout, run_id=args.run_id, detach=args.detach,
-        worker=args.worker, config=args.config,
+        worker=args.worker, config=args.config, llm=args.llm,
+    )
+
+
+def mcp_run(args: argparse.Namespace) -> Run:
+    """`mcp`: a run of the mcp agent; its servers by id, command or URL."""
+    if not args.task.strip():
+        raise UsageError('the task is empty; usage: python starter.py mcp "what the agent should do" [--server ID]')
+    if args.server_command is not None and args.url is not None:
+        raise UsageError("give --command or --url, not both")
+    try:
+        command = tuple(shlex.split(args.server_command)) if args.server_command is not None else ()
+    except ValueError as e:
+        raise UsageError(f"--command: {e}") from None
+    if args.server_command is not None and not command:
+        raise UsageError("--command is empty")
+    if args.url is not None and urlsplit(args.url).scheme not in ("http", "https"):
+        raise UsageError(f"--url must be an http(s) URL, not {args.url!r}")
+    if args.max_steps is not None and args.max_steps < 1:
+        raise UsageError("--max-steps must be at least 1")
+    servers = tuple(dict.fromkeys(args.server))
+    ad_hoc = bool(command) or args.url is not None
+    return Run(
+        task=args.task, agent="mcp", agents=("mcp",), max_steps=args.max_steps, run_id=args.run_id,
+        config=args.config, llm=args.llm, mcp_servers=servers if servers or ad_hoc else None,
+        mcp_command=command, mcp_url=args.url,
+        # A server given on the command line exists only in this process's worker.
+        worker="always" if ad_hoc else "auto",
     )
 
 

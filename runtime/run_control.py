@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, TextIO
 
@@ -19,7 +20,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agent_model.flow import PlanningFlowResult
 from agent_model.plan import Plan, StepStatus
-from agent_model.run import AgentRunInput, AgentRunResult, HumanAnswer, HumanQuestion, StepRecord
+from agent_model.run import AgentRunInput, AgentRunResult, HumanAnswer, HumanQuestion, StepRecord, records_page
 from agent_model.state import AgentState
 from agent_model.think_context import CONTEXT_MISSING_ERROR
 from workflows import search_attributes
@@ -202,7 +203,11 @@ async def question_target(client: Client, run_id: str, out: TextIO | None = None
     return handle, question
 
 
-async def answer(client: Client, run_id: str, text: str, out: TextIO) -> None:
+async def deliver_answer(
+    client: Client, run_id: str, text: str, out: TextIO | None = None
+) -> tuple[str, HumanQuestion]:
+    """Answer the question the run (or the flow's working step) waits on;
+    returns the id of the run that took the answer, and the question."""
     if not text.strip():
         raise RunControlError("the answer is empty")
     handle, question = await question_target(client, run_id, out)
@@ -210,7 +215,12 @@ async def answer(client: Client, run_id: str, text: str, out: TextIO) -> None:
         await handle.execute_update(AgentWorkflow.answer, HumanAnswer(question_id=question.id, text=text))
     except WorkflowUpdateFailedError as e:
         raise RunControlError(f"answer refused: {e.cause}") from None
-    print(f"answered question {question.id} of {handle.id}: {question.text}", file=out)
+    return handle.id, question
+
+
+async def answer(client: Client, run_id: str, text: str, out: TextIO) -> None:
+    answered, question = await deliver_answer(client, run_id, text, out)
+    print(f"answered question {question.id} of {answered}: {question.text}", file=out)
 
 
 # ---- cancel ----------------------------------------------------------------------
@@ -252,14 +262,26 @@ def age(started: datetime, now: datetime) -> str:
     return f"{seconds}s"
 
 
-async def list_runs(client: Client, out: TextIO, limit: int = LIST_LIMIT) -> None:
+@dataclass(frozen=True)
+class RunRow:
+    """One run as the list shows it."""
+
+    run_id: str
+    kind: str
+    """The agent's name, or the flow's marker name."""
+    state: str
+    step: int | None
+    started: datetime
+
+
+async def recent_runs(client: Client, limit: int = LIST_LIMIT) -> list[RunRow]:
+    """The newest runs and flows, newest first."""
     # One row per run: the executions a long run continued from are left out.
     query = (
         f'(WorkflowType = "{AgentWorkflow.__name__}" OR WorkflowType = "{PlanningFlowWorkflow.__name__}") '
         'AND ExecutionStatus != "ContinuedAsNew"'
     )
-    now = datetime.now(timezone.utc)
-    rows = [("RUN ID", "AGENT/FLOW", "STATE", "STEP", "AGE")]
+    rows: list[RunRow] = []
     async for run in client.list_workflows(query, limit=limit):
         attributes = run.typed_search_attributes
         kind = attributes.get(search_attributes.AGENT_NAME) or (
@@ -271,7 +293,16 @@ async def list_runs(client: Client, out: TextIO, limit: int = LIST_LIMIT) -> Non
         elif not is_running(run) and run.status != WorkflowExecutionStatus.COMPLETED:
             state = run.status.name  # terminated, timed out, failed: Temporal's word is the truth
         step = attributes.get(search_attributes.AGENT_STEP)
-        rows.append((run.id, kind, state or run.status.name, "" if step is None else str(step), age(run.start_time, now)))
+        rows.append(RunRow(run.id, kind, state or run.status.name, step, run.start_time))
+    return rows
+
+
+async def list_runs(client: Client, out: TextIO, limit: int = LIST_LIMIT) -> None:
+    now = datetime.now(timezone.utc)
+    rows = [("RUN ID", "AGENT/FLOW", "STATE", "STEP", "AGE")]
+    for run in await recent_runs(client, limit):
+        step = "" if run.step is None else str(run.step)
+        rows.append((run.run_id, run.kind, run.state, step, age(run.started, now)))
     if len(rows) == 1:
         print("no runs yet", file=out)
         return
@@ -313,6 +344,22 @@ async def records_of(client: Client, run_id: str, out: TextIO | None = None) -> 
         records.extend(page)
         since = page[-1].step
     return records
+
+
+async def steps_page(client: Client, run_id: str, since: int = 0, out: TextIO | None = None) -> list[StepRecord]:
+    """The records of an agent run's steps after step `since`, as many as fit
+    in one query answer (or, for a finished run, in one page of its result)."""
+    description = await describe(client, run_id)
+    if is_flow(description):
+        raise RunControlError(f"run {run_id} is a planning flow; its steps are agent runs of their own")
+    if not is_running(description):
+        try:
+            records = (await finished_result(client, run_id, description)).steps
+            return records_page([r for r in records if r.step > since], 0)
+        except RunEnded:
+            pass  # no result to read them from: a worker answers for the closed run, replaying it
+    handle = client.get_workflow_handle_for(AgentWorkflow.run, run_id)
+    return await query(handle, AgentWorkflow.steps, since, out=out)
 
 
 async def finished_result(client: Client, run_id: str, description: WorkflowExecutionDescription | None = None):

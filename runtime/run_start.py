@@ -32,18 +32,30 @@ PICKUP_SECONDS = 3.0
 """With --detach, how long to watch for a worker taking the new run."""
 
 
-def check_task_fits(settings: Settings, task: str, agents: tuple[str, ...]) -> None:
-    """Refuse a task that alone exceeds an agent's model input limit, before starting."""
+def check_llm_choice(settings: Settings, llm: str | None) -> None:
+    """Refuse --llm NAME when the starter's config has no [llm.NAME]."""
+    if llm is not None and llm not in settings.llm:
+        known = ", ".join(sorted(settings.llm))
+        where = f"{settings.source} has" if settings.config_file else "without a config file there is"
+        raise UsageError(f"--llm {llm}: {where} no [llm.{llm}] (known: {known})")
+
+
+def check_task_fits(settings: Settings, task: str, agents: tuple[str, ...], llm: str | None = None) -> None:
+    """Refuse, before starting, an unknown --llm and a task that alone exceeds
+    an agent's model input limit."""
+    check_llm_choice(settings, llm)
     for agent in agents:
         profile = get_profile(agent)
-        llm = settings.llm_profile(profile.llm)
-        if llm.max_input_tokens is None:
+        llm_settings = settings.llm_profile(llm or profile.llm)
+        if llm_settings.max_input_tokens is None:
             continue
-        needed = count_prompt_tokens(llm.model, [user_message(task)], profile.system_prompt, schemas(profile.tools))
-        if needed > llm.max_input_tokens:
+        needed = count_prompt_tokens(
+            llm_settings.model, [user_message(task)], profile.system_prompt, schemas(profile.tools)
+        )
+        if needed > llm_settings.max_input_tokens:
             raise UsageError(
                 f"the task needs {needed} input tokens with agent {agent}, over max_input_tokens "
-                f"{llm.max_input_tokens} of {llm.model}; shorten it"
+                f"{llm_settings.max_input_tokens} of {llm_settings.model}; shorten it"
             )
 
 
@@ -61,11 +73,16 @@ async def start_agent_run(
     max_steps: int | None,
     steps_per_run: int | None,
     run_id: str | None,
+    llm: str | None = None,
+    mcp_servers: tuple[str, ...] | None = None,
 ) -> WorkflowHandle:
     registered = await run_control.search_attributes_registered(client)
     started = await client.start_workflow(
         AgentWorkflow.run,
-        AgentRunInput(task=task, agent=agent, max_steps=max_steps, steps_per_run=steps_per_run),
+        AgentRunInput(
+            task=task, agent=agent, max_steps=max_steps, steps_per_run=steps_per_run, llm=llm,
+            mcp_servers=list(mcp_servers) if mcp_servers is not None else None,
+        ),
         id=run_id or f"{agent}-{uuid.uuid4().hex[:12]}",
         task_queue=settings.task_queue,
         static_summary=summary_of(task),
@@ -88,8 +105,11 @@ async def start_planning_flow(
     max_steps: int | None,
     steps_per_run: int | None,
     run_id: str | None,
+    llm: str | None = None,
 ) -> WorkflowHandle:
     registered = await run_control.search_attributes_registered(client)
+    if settings.runflow_data_analysis and "data_analysis" not in agents:
+        agents = (*agents, "data_analysis")  # OpenManus's [runflow] use_data_analysis_agent
     return await client.start_workflow(
         PlanningFlowWorkflow.run,
         PlanningFlowInput(
@@ -98,6 +118,7 @@ async def start_planning_flow(
             timeout_seconds=timeout,
             max_steps_per_agent=max_steps,
             steps_per_run=steps_per_run,
+            **({"llm": llm, "agent_llm": llm} if llm else {}),
         ),
         id=run_id or f"flow-{uuid.uuid4().hex[:12]}",
         task_queue=settings.task_queue,
@@ -108,8 +129,9 @@ async def start_planning_flow(
     )
 
 
-async def report_worker_for_detached(client: Client, settings: Settings, handle: WorkflowHandle, out: TextIO) -> None:
-    """Say whether a worker took the detached run, and if none did, how to get one."""
+async def report_worker_for_detached(client: Client, settings: Settings, handle: WorkflowHandle, out: TextIO) -> bool:
+    """Say whether a worker took the detached run, and if none did, how to get
+    one; True when one did."""
     live = await live_workers(client, settings.task_queue)
     if live:
         deadline = time.monotonic() + PICKUP_SECONDS
@@ -117,7 +139,7 @@ async def report_worker_for_detached(client: Client, settings: Settings, handle:
             description = await handle.describe()
             if picked_up(description.raw_description):
                 print(f"a worker is running ({', '.join(live[:3])}) and has taken the run", file=out)
-                return
+                return True
             await asyncio.sleep(0.2)
         why = f"no worker has taken the run within {PICKUP_SECONDS:.0f} s (the one the task queue lists has probably exited)"
     else:
@@ -127,3 +149,4 @@ async def report_worker_for_detached(client: Client, settings: Settings, handle:
         f"or follow the run with `python starter.py attach {handle.id}`, which runs one in its process.",
         file=out,
     )
+    return False

@@ -24,6 +24,8 @@ from activities.token_count import encoding_for
 from activities.tools.sandbox import ToolSandbox
 from activities.web.access import WebAccess
 from activities.browser.sessions import BrowserSessions
+from activities.mcp.activities import McpActivities
+from activities.mcp.pool import McpPool
 from activities.web.search import WebSearch
 from activities.worker_resources import WorkerResources
 from agent_model.tool_spec import Needs
@@ -112,6 +114,7 @@ def worker_resources(settings: Settings, sandbox: ToolSandbox | None = None, own
         web=settings.web,
         search=settings.search,
         web_access=access,
+        mcp_pool=McpPool(settings.mcp_servers),
         browser_sessions=BrowserSessions(
             settings.browser,
             workspace,
@@ -133,6 +136,7 @@ def activities_for(
 ) -> list[Any]:
     resources = resources or worker_resources(settings, sandbox)
     return [
+        *McpActivities(resources.mcp_pool).all(),
         LLMActivities(settings.llm, ContextStore(settings.workspace_root), resources.workspace).think,
         WorkspaceActivities(resources.workspace).prepare_workspace,
         # One activity per tool file that runs as one, and the activities of
@@ -249,14 +253,14 @@ def build_worker(client: Client, settings: Settings, sandbox: ToolSandbox | None
         **options,
     )
     if sessions is None or sessions.problem() is not None:
-        return WorkerSet(shared)
+        return WorkerSet(shared, mcp=resources.mcp_pool)
     own = Worker(
         client,
         task_queue=own_queue,
         activities=own_queue_activities(resources),
         **{k: v for k, v in options.items() if k not in OPTIONS_FOR_WORKFLOWS_ONLY},
     )
-    return WorkerSet(shared, own, sessions)
+    return WorkerSet(shared, own, sessions, mcp=resources.mcp_pool)
 
 
 OPTIONS_FOR_WORKFLOWS_ONLY = frozenset({"max_cached_workflows", "workflow_runner", "workflows"})

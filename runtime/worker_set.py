@@ -15,14 +15,17 @@ from temporalio.worker import Worker
 
 if TYPE_CHECKING:
     from activities.browser.sessions import BrowserSessions
+    from activities.mcp.pool import McpPool
 
 
 class WorkerSet:
     """Used like one temporalio Worker: `async with`, run(), shutdown(); other
     attributes are the shared queue's worker's."""
 
-    def __init__(self, shared: Worker, own: Worker | None = None, browsers: BrowserSessions | None = None) -> None:
-        self.shared, self.own, self.browsers = shared, own, browsers
+    def __init__(
+        self, shared: Worker, own: Worker | None = None, browsers: BrowserSessions | None = None, mcp: McpPool | None = None
+    ) -> None:
+        self.shared, self.own, self.browsers, self.mcp = shared, own, browsers, mcp
         self._stopped_once = False
 
     @property
@@ -62,10 +65,14 @@ class WorkerSet:
         await asyncio.gather(*(worker.shutdown() for worker in self.workers))
 
     async def _stopped(self) -> None:
-        """The browsers close after the activities that used them finished."""
-        if self.browsers is not None and not self._stopped_once:
-            self._stopped_once = True
+        """The browsers and MCP servers close after the activities that used them finished."""
+        if self._stopped_once:
+            return
+        self._stopped_once = True
+        if self.browsers is not None:
             await self.browsers.close_all()
+        if self.mcp is not None:
+            await self.mcp.close_all()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.shared, name)

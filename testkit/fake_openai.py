@@ -226,6 +226,8 @@ class RecordedRequest:
     path: str = "/v1/chat/completions"
     status: int | None = None
     index: int = 0
+    query: str = ""
+    """The request target's query string, e.g. ``api-version=2024-08-01-preview``."""
 
     @property
     def messages(self) -> list:
@@ -459,7 +461,8 @@ class _Handler(BaseHTTPRequestHandler):
         expected = self.server.fake.api_key
         if expected is None:
             return True
-        return (self.headers.get("Authorization") or "") == f"Bearer {expected}"
+        # Azure's clients send the key in an api-key header instead.
+        return (self.headers.get("Authorization") or "") == f"Bearer {expected}" or self.headers.get("api-key") == expected
 
     # -- verbs -------------------------------------------------------------
 
@@ -495,7 +498,7 @@ class _Handler(BaseHTTPRequestHandler):
         body_dict = body if isinstance(body, dict) else {}
         turn = turn_of(body_dict)
 
-        if path not in CHAT_PATHS:
+        if path not in fake.chat_paths:
             rec = fake._record(self, body_dict, path, turn=turn, key=None)
             self._send_error_json(rec, 404, f"fake server: unknown path POST {path}")
             return
@@ -621,8 +624,12 @@ class FakeOpenAI:
         responder: Responder | None = None,
         api_key: str | None = "test-key",
         model: str = "fake-model",
+        chat_paths: Sequence[str] = CHAT_PATHS,
     ) -> None:
+        """``chat_paths``: the paths answered as Chat Completions (Azure's
+        deployment path, for instance); any other POST gets 404."""
         self.turns = list(turns) if turns is not None else []
+        self.chat_paths = tuple(chat_paths)
         self.responder = responder
         self.api_key = api_key
         self.model = model
@@ -736,7 +743,7 @@ class FakeOpenAI:
             rec = RecordedRequest(
                 body=body, headers=headers, turn=turn, attempt=attempt,
                 received_at=time.monotonic(), method=handler.command, path=path,
-                index=len(self.requests),
+                index=len(self.requests), query=urlsplit(handler.path).query,
             )
             self.requests.append(rec)
             self._cond.notify_all()

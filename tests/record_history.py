@@ -19,6 +19,8 @@ and writes the run's event history as JSON. Scenarios:
     continued (agent_run_continued.json): a manus run that continues as new
         after every step (bash cd, python_execute, terminate); the file holds
         its middle execution, which begins from carried state and continues
+    mcp (agent_run_mcp.json): an mcp run with the stdio test server of
+        testkit/mcp_servers.py: its tools listed, one call, terminate
     browser (agent_run_browser.json): a browser run on the fixture site
         (testkit/fake_site.py; needs Chromium): go_to_url, extract_content
         (its own think), terminate; its actions after the first go to the
@@ -302,6 +304,25 @@ async def record_browser_run(
     return await handle.fetch_history()
 
 
+async def record_mcp_run(
+    client: Client, fake: FakeOpenAI, scratch: Path, workflow_id: str, timeout: float = 60
+) -> WorkflowHistory:
+    from agent_model.mcp import function_name_for
+    from config.mcp_config import McpServerSettings
+    from testkit.mcp_servers import STDIO_ARGS
+
+    fake.turns = [
+        Reply(tool_calls=[call(function_name_for("local", "add"), {"a": 6, "b": 7})]),
+        Reply(tool_calls=[call("terminate", {"status": "success", "answer": FINAL_ANSWER})]),
+    ]
+    server = McpServerSettings(kind="stdio", command=sys.executable, args=STDIO_ARGS)
+    settings = recording_settings(fake, scratch / "workspace", mcp_servers={"local": server})
+    run = AgentRunInput(task="Add 6 and 7.", agent="mcp")
+    result, handle = await run_to_end(client, settings, run, workflow_id, timeout)
+    assert result.final_answer == FINAL_ANSWER and result.steps[0].tool_calls[0].observation == "13", result
+    return await handle.fetch_history()
+
+
 SCENARIOS = {
     "answered": (HISTORY_PATH.name, HISTORY_WORKFLOW_ID),
     "cancelled": ("agent_run_cancelled.json", "agent-run-cancelled"),
@@ -309,6 +330,7 @@ SCENARIOS = {
     "flow-cancelled": ("flow_cancelled.json", "flow-cancelled"),
     "continued": ("agent_run_continued.json", "agent-run-continued"),
     "browser": ("agent_run_browser.json", "agent-run-browser"),
+    "mcp": ("agent_run_mcp.json", "agent-run-mcp"),
 }
 """Scenario: (default file name in tests/histories/, workflow id)."""
 
@@ -323,6 +345,7 @@ async def record(scenario: str, client: Client, fake: FakeOpenAI, scratch: Path)
         "flow-cancelled": record_cancelled_flow,
         "continued": record_continued_run,
         "browser": record_browser_run,
+        "mcp": record_mcp_run,
     }[scenario]
     return await recorder(client, fake, scratch, workflow_id)
 

@@ -166,7 +166,7 @@ def test_builtin_profiles_use_known_tools_and_end_with_terminate():
         assert "terminate" in profile.tools and "terminate" in profile.special_tools
     assert get_profile("manus").max_observe == 10000
     assert get_profile("swe").max_tool_calls_per_step == 1
-    with pytest.raises(UnknownAgent, match="known agents: browser, data_analysis, manus, planning, swe, toolcall"):
+    with pytest.raises(UnknownAgent, match="known agents: browser, data_analysis, manus, mcp, planning, swe, toolcall"):
         get_profile("nope")
 
 

@@ -190,6 +190,10 @@ def patch_ids(data: dict) -> list[str]:
         ("flow_cancelled.json", "flow-cancelled", ["think"], "CANCELED"),
         ("agent_run_continued.json", "agent-run-continued", ["think", "python_execute"], "CONTINUED_AS_NEW"),
         (
+            "agent_run_mcp.json", "agent-run-mcp",
+            ["prepare_workspace", "mcp_list_tools", "think", "mcp_call_tool", "think"], "COMPLETED",
+        ),
+        (
             "agent_run_browser.json", "agent-run-browser",
             ["prepare_workspace", "think", "browser_act", "think", "browser_act", "think", "think", "browser_close"],
             "COMPLETED",
@@ -205,6 +209,16 @@ async def test_cancelled_and_empty_reply_histories_replay(name, workflow_id, act
     if "cancelled" in name:
         assert "EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED" in event_types(data)
         assert (CANCEL_PATCH in patches) == (not name.endswith("_before_patch.json"))
+    elif "mcp" in name:  # the server's tools, as listed, are in the history the run replays
+        listing = next(
+            e["eventId"] for e in data["events"]
+            if e.get("activityTaskScheduledEventAttributes", {}).get("activityType", {}).get("name") == "mcp_list_tools"
+        )
+        listed = next(
+            e["activityTaskCompletedEventAttributes"] for e in data["events"]
+            if e.get("activityTaskCompletedEventAttributes", {}).get("scheduledEventId") == listing
+        )
+        assert "mcp_local_add" in base64.b64decode(listed["result"]["payloads"][0]["data"]).decode()
     elif "browser" in name:  # the page's later actions went to the worker that opened it
         queues = [a["taskQueue"]["name"] for a in scheduled_activities(data) if a["activityType"]["name"].startswith("browser_")]
         assert "/browser/" not in queues[0] and all("/browser/" in q for q in queues[1:])

@@ -52,6 +52,7 @@ def test_the_worker_registers_one_activity_per_activity_tool(tmp_path):
     assert names == {
         "think", "prepare_workspace", "bash", "python_execute", "str_replace_editor", "web_fetch", "web_search",
         "browser_act", "browser_close",  # browser_use runs in the workflow and schedules these
+        "mcp_list_tools", "mcp_call_tool",  # the tools of MCP servers (agent_model/mcp.py)
     }
 
 

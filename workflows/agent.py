@@ -69,6 +69,20 @@ with workflow.unsafe.imports_passed_through():
     from agent_model.tool_arguments import parse_arguments
     from agent_model.tool_io import ToolRequest, ToolResult, observation_text
     from agent_model.browser import BrowserState
+    from agent_model.mcp import (
+        CALL_TOOL_ACTIVITY,
+        LIST_TOOLS_ACTIVITY,
+        MCP_CALL_TOOL,
+        MCP_LIST_TOOLS,
+        McpCallRequest,
+        McpCallResult,
+        McpListRequest,
+        McpTool,
+        McpToolList,
+        mcp_observation,
+        schema_for,
+    )
+    from prompts import mcp as mcp_words
     from agent_model.tool_spec import RunEnds, ToolCallContext
     from agent_model.workspace_names import workspace_name_for
     from agent_model.usage import TokenUsage
@@ -139,6 +153,10 @@ class AgentWorkflow:
         self.plans = PlanBook()
         self.browser = BrowserState()
         """The run's browser (tools/browser_use.py): tabs, and the worker that holds the live page."""
+        self.mcp_tools: list[McpTool] = []
+        """The tools of the run's MCP servers, as the model was last shown them."""
+        self._mcp_stale = False
+        """A server said its tools changed: list them again before the next think."""
         self._call_index = 0
         """Index in its reply of the tool call being handled in the workflow."""
         self._call_id = ""
@@ -166,6 +184,7 @@ class AgentWorkflow:
         self.records = carried.records
         self.earlier_runs = carried.earlier_runs
         self.browser = carried.browser
+        self.mcp_tools = carried.mcp_tools
 
     # ---- the loop -----------------------------------------------------------
 
@@ -184,6 +203,8 @@ class AgentWorkflow:
                     **PREPARE_WORKSPACE_CONFIG.options(),
                 )
                 self.memory.add(user_message(run.task))
+                if self.profile.mcp_servers:
+                    await self._list_mcp_tools()
             self._publish_details()
             while self.step < self.profile.max_steps:
                 if self._cancel_ends_run():
@@ -244,6 +265,7 @@ class AgentWorkflow:
             records=compact_records(self.records),
             earlier_runs=[*self.earlier_runs, workflow.info().run_id][-EARLIER_RUNS_KEPT:],
             browser=self.browser,
+            mcp_tools=self.mcp_tools,
         )
         workflow.continue_as_new(
             continued_input(run, carried, self.workspace),
@@ -265,6 +287,10 @@ class AgentWorkflow:
             updates["max_steps"] = run.max_steps
         if run.tool_choice is not None:
             updates["tool_choice"] = run.tool_choice
+        if run.llm is not None:
+            updates["llm"] = run.llm
+        if run.mcp_servers is not None:
+            updates["mcp_servers"] = run.mcp_servers
         return profile.model_copy(update=updates) if updates else profile
 
     def _finish(self, state: AgentState, reason: StopReason, note: str | None) -> AgentRunResult:
@@ -295,6 +321,8 @@ class AgentWorkflow:
     async def _step(self) -> None:
         profile = self.profile
         assert profile is not None
+        if self._mcp_stale:
+            await self._list_mcp_tools()
         prompt = next_step_message(profile, self.directory, self.plans, self.browser)
         if prompt is not None:
             self.memory.add(prompt)
@@ -392,7 +420,7 @@ class AgentWorkflow:
             if self._cancel_ends_run():
                 raise _Cancelled()
             system_prompt = agent_loop.system_prompt(profile, self.directory, self.plans)
-            tools = schemas(profile.tools) or None
+            tools = [*schemas(profile.tools), *(schema_for(tool) for tool in self.mcp_tools)] or None
             # A complete resend of this request must fit in one payload.
             self.memory.reserve(system_prompt, tools)
             request = self.context.build(
@@ -453,6 +481,9 @@ class AgentWorkflow:
         profile = self.profile
         assert profile is not None
         name = call.function.name
+        mcp_tool = next((tool for tool in self.mcp_tools if tool.function_name == name), None)
+        if mcp_tool is not None:
+            return await self._call_mcp(mcp_tool, call, limit)
         unknown = unknown_tool(profile, name, TOOLS)
         if unknown is not None:
             return unknown, True, None, None
@@ -503,6 +534,49 @@ class AgentWorkflow:
             if result.base64_image else None
         )
         return observation_text(result), result.error, image, result.stored_digest
+
+    async def _call_mcp(self, tool: McpTool, call: ToolCall, limit: int) -> tuple[str, bool, None, str | None]:
+        """One call of an MCP server's tool, as an activity: the tool's own
+        errors are observations, a lost server is retried by the activity."""
+        arguments, error = parse_arguments(call.function.name, call.function.arguments)
+        if arguments is None:
+            return error, True, None, None
+        request = McpCallRequest(
+            server=tool.server, tool=tool.name, arguments=arguments, call_id=call.id, observe_limit=limit,
+            function_name=tool.function_name,
+        )
+        try:
+            result = await workflow.execute_activity(
+                CALL_TOOL_ACTIVITY,
+                request,
+                result_type=McpCallResult,
+                summary=f"{tool.server}: {tool.name}"[:80],
+                **MCP_CALL_TOOL.options(),
+            )
+        except (asyncio.CancelledError, ActivityError) as e:
+            return self._tool_failed(call.function.name, e)
+        if result.tools_changed:
+            self._mcp_stale = True
+        return mcp_observation(result), result.error, None, result.stored_digest
+
+    async def _list_mcp_tools(self) -> None:
+        """The tools of the profile's MCP servers, listed by a worker that has them."""
+        profile = self.profile
+        assert profile is not None
+        servers = [] if "*" in profile.mcp_servers else list(profile.mcp_servers)
+        listed = await workflow.execute_activity(
+            LIST_TOOLS_ACTIVITY,
+            McpListRequest(servers=servers),
+            result_type=McpToolList,
+            summary="list the MCP servers' tools",
+            **MCP_LIST_TOOLS.options(),
+        )
+        changed = self._mcp_stale
+        self.mcp_tools, self._mcp_stale = listed.tools, False
+        if listed.problems:
+            self.memory.add(user_message(fill(mcp_words.SERVERS_UNREACHABLE, problems="\n".join(listed.problems))))
+        elif changed:
+            self.memory.add(user_message(agent_notes.MCP_TOOLS_CHANGED))
 
     def _tool_failed(self, name: str, error: BaseException) -> tuple[str, bool, None, None]:
         """The observation of a tool whose activity failed or was cancelled; a

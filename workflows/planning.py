@@ -152,6 +152,7 @@ class PlanningFlowWorkflow:
                     workspace=self.workspace,
                     max_steps=self.input.max_steps_per_agent,
                     steps_per_run=self.input.steps_per_run,
+                    llm=self.input.agent_llm,
                 ),
                 id=step.run_id,
                 execution_timeout=max(self._time_left(), timedelta(seconds=1)),

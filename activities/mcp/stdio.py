@@ -1,0 +1,129 @@
+"""A stdio MCP server as a transport: its process, and JSON-RPC lines on its pipes.
+
+The SDK has a stdio transport, but it hands the server the worker's USER,
+SHELL and more, and kills the server's process group only when the server
+outlives its stdin. Here the server gets PATH, HOME and LANG plus its own
+"env" from mcp.json (never the worker's keys), and its whole process group is
+killed when the connection closes, so nothing it started outlives it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager, suppress
+
+import anyio
+import mcp_types
+from anyio.abc import ByteReceiveStream, ByteSendStream, Process
+from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.shared.message import SessionMessage
+
+from config.mcp_config import McpServerSettings
+
+log = logging.getLogger(__name__)
+
+INHERITED_VARIABLES = ("PATH", "HOME", "LANG")
+"""The worker's variables a server gets: enough to find programs and write caches."""
+MAX_LINE_BYTES = 32 * 1024 * 1024
+"""One JSON-RPC message: a result with images fits; a longer line means a
+broken server, and the connection is dropped."""
+EXIT_GRACE_SECONDS = 1.0
+"""After its stdin closes, how long a server may take to exit on its own."""
+REAP_SECONDS = 5.0
+"""After the kill: only a process stuck in the kernel takes longer."""
+_EXIT_POLL_SECONDS = 0.02
+
+Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
+_GONE = (anyio.EndOfStream, anyio.IncompleteRead, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError)
+
+
+def server_environment(extra: Mapping[str, str], worker_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    worker_env = os.environ if worker_env is None else worker_env
+    env = {name: worker_env[name] for name in INHERITED_VARIABLES if name in worker_env}
+    env.update(extra)
+    return env
+
+
+@asynccontextmanager
+async def stdio_transport(settings: McpServerSettings) -> AsyncIterator[Streams]:
+    assert settings.command is not None
+    process = await anyio.open_process(
+        [settings.command, *settings.args],
+        env=server_environment(settings.env),
+        stderr=None,  # the worker's stderr: the server's log lines land in the worker's log
+        start_new_session=True,  # its own process group, killed as one at close
+    )
+    to_session, from_server = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    to_server, from_session = anyio.create_memory_object_stream[SessionMessage](0)
+    try:
+        assert process.stdout is not None and process.stdin is not None
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(_read_messages, process.stdout, to_session)
+            tasks.start_soon(_write_messages, process.stdin, from_session)
+            try:
+                yield from_server, to_server
+            finally:
+                tasks.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await _stop(process)
+            for stream in (from_server, to_server, to_session, from_session):
+                await stream.aclose()
+
+
+async def _read_messages(stdout: ByteReceiveStream, sink: MemoryObjectSendStream[SessionMessage | Exception]) -> None:
+    lines = BufferedByteReceiveStream(stdout)
+    async with sink:
+        while True:
+            try:
+                line = await lines.receive_until(b"\n", MAX_LINE_BYTES)
+            except anyio.DelimiterNotFound:
+                log.warning("an MCP server wrote a message over %d bytes; its connection is dropped", MAX_LINE_BYTES)
+                return
+            except _GONE:
+                return
+            if not line.strip():
+                continue
+            try:
+                message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+            except ValueError:
+                # Some servers log to stdout; such a line is not the protocol's.
+                log.debug("skipped a line that is not JSON-RPC from an MCP server: %.200r", line)
+                continue
+            try:
+                await sink.send(SessionMessage(message))
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return
+
+
+async def _write_messages(stdin: ByteSendStream, source: MemoryObjectReceiveStream[SessionMessage]) -> None:
+    async with source:
+        async for item in source:
+            data = item.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+            try:
+                await stdin.send(data.encode("utf-8"))
+            except _GONE:
+                return
+
+
+async def _stop(process: Process) -> None:
+    """Closes the server's stdin, waits a moment, then kills its process group."""
+    assert process.stdin is not None and process.stdout is not None
+    with suppress(*_GONE):
+        await process.stdin.aclose()
+    with anyio.move_on_after(EXIT_GRACE_SECONDS):
+        while process.returncode is None:
+            await anyio.sleep(_EXIT_POLL_SECONDS)
+    # Even after the server exited: what it started is still in its group.
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with anyio.move_on_after(REAP_SECONDS):
+        await process.wait()
+    if process.returncode is None:
+        log.warning("MCP server process %d is still alive after SIGKILL", process.pid)
+    with suppress(*_GONE):
+        await process.stdout.aclose()

@@ -1,0 +1,583 @@
+"""durable-manus as an MCP server: `python starter.py mcp-server`.
+
+Any MCP client (a desktop assistant, an IDE) can start agent runs and
+planning flows here, follow them, answer their questions, cancel them and
+read their results. The tools only talk to Temporal: a run is a workflow that
+outlives this server, the client and the conversation; a worker carries it
+out (`python worker.py`, or this server's own with --worker).
+
+The transport is stdio unless --http HOST:PORT asks for streamable HTTP (at
+http://HOST:PORT/mcp). In stdio mode stdout is the protocol channel, so
+everything else this process says goes to stderr.
+
+Each tool's failure (no such run, no server to reach, a refused answer) is a
+tool error of one line; the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import io
+import logging
+import socket
+import sys
+from typing import Annotated, Any, Awaitable, Callable, Literal
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp_types import ToolAnnotations
+from pydantic import Field, ValidationError
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.service import RPCError
+
+from activities.tools.sandbox import SandboxUnavailable
+from agent_model.flow import DEFAULT_FLOW_TIMEOUT_SECONDS, FINALIZE_RESERVE_SECONDS, PlanningFlowResult
+from agent_model.payload import first_within
+from agent_model.plan import Plan
+from agent_model.profiles import BUILTIN_PROFILES, UnknownAgent, get_profile
+from agent_model.run import AgentRunResult, AgentStatus, HumanQuestion, StepRecord
+from agent_model.state import AgentState
+from config.settings import ConfigError, Settings, load_settings
+from runtime import run_control
+from runtime.cli import UsageError
+from runtime.connection import TemporalUnreachable, connect_config, is_unreachable
+from runtime.embedded_server import web_ui_url
+from runtime.in_process_worker import InProcessWorker
+from runtime.run_control import RunControlError, RunEnded, one_line
+from runtime.run_start import check_task_fits, report_worker_for_detached, start_agent_run, start_planning_flow
+from runtime.server_choice import connect_for
+from workflows import search_attributes
+from workflows.agent import AgentWorkflow
+
+log = logging.getLogger(__name__)
+
+SERVER_NAME = "durable-manus"
+TASK_LIMIT = 100_000
+"""Characters of a task."""
+ID_LIMIT = 200
+"""Characters of a run id."""
+TEXT_LIMIT = 100_000
+"""Characters of an answer."""
+MAX_STEPS_LIMIT = 10_000
+MAX_FLOW_AGENTS = 8
+MAX_FLOW_TIMEOUT_SECONDS = 7 * 24 * 3600.0
+MAX_RESULT_WAIT_SECONDS = 300
+LIST_MAX = 100
+STEPS_PAGE_BYTES = 64 * 1024
+"""JSON bytes of step records one run_steps answer carries (a query answer may
+hold a megabyte, too much for a model's context at once)."""
+CANCEL_WAIT_SECONDS = 10.0
+"""How long cancel_run waits for the run to end before saying it has not yet."""
+
+INSTRUCTIONS = """\
+Durable agent runs on Temporal. start_run (one agent) or start_flow (a plan
+carried out step by step) returns a run id at once; the run goes on without
+this conversation. Follow it with run_status and run_steps, answer with
+answer_question when run_status shows a pending question, wait for the end
+with run_result (wait_seconds), stop it with cancel_run. list_runs shows the
+recent runs. A worker process must be running for runs to make progress:
+start_run says whether one is."""
+
+AgentName = Literal[tuple(BUILTIN_PROFILES)]  # type: ignore[valid-type]
+RunId = Annotated[
+    str, Field(min_length=1, max_length=ID_LIMIT, description="the run id that start_run, start_flow or list_runs gave")
+]
+Task = Annotated[
+    str, Field(min_length=1, max_length=TASK_LIMIT, description="what the agent should do, in plain words")
+]
+
+
+class Runs:
+    """What the tools share: the settings, and the Temporal client once one
+    connects (at the first tool that needs it, so that the server starts and
+    lists its tools even while Temporal is down)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._client: Client | None = None
+        self._connecting = asyncio.Lock()
+
+    async def client(self, may_start_server: bool = False) -> Client:
+        """The client; starting a run may start the embedded Temporal server,
+        as `starter.py run` does, reading runs never does."""
+        async with self._connecting:
+            if self._client is None:
+                self._client = await connect_for("mcp-server", may_start_server, sys.stderr)
+            return self._client
+
+
+# ---- errors ----------------------------------------------------------------------------
+
+EXPECTED = (
+    RunControlError, RunEnded, UsageError, UnknownAgent, TemporalUnreachable, ConfigError, SandboxUnavailable,
+    FileNotFoundError,
+)
+"""Failures whose message is already one line for the user."""
+
+
+def failure_line(error: Exception) -> str:
+    if isinstance(error, EXPECTED):
+        return one_line(str(error))
+    if isinstance(error, RPCError):
+        if is_unreachable(error):
+            return f"cannot reach the Temporal server at {connect_config()['target_host']} ({one_line(error.message)})"
+        return f"Temporal refused the request: {one_line(error.message)}"
+    log.error("unexpected failure in an MCP tool", exc_info=error)
+    return f"internal error: {type(error).__name__}: {one_line(str(error))}"
+
+
+def one_line_errors(tool: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """The tool, with every failure turned into a one-line tool error."""
+
+    @functools.wraps(tool)
+    async def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await tool(*args, **kwargs)
+        except ToolError:
+            raise
+        except Exception as e:
+            raise ToolError(failure_line(e)) from None
+
+    return guarded
+
+
+def sendable(text: str, what: str) -> str:
+    """The text, unless Temporal could not carry it (a lone surrogate is valid
+    JSON but not UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ToolError(f"{what} is not valid UTF-8 text") from None
+    return text
+
+
+def run_id_of(value: str) -> str:
+    value = sendable(value, "the run id").strip()
+    if not value:
+        raise ToolError("the run id is empty")
+    return value
+
+
+# ---- what the tools say ----------------------------------------------------------------
+
+
+def question_of(question: HumanQuestion | None, run_id: str) -> dict[str, str] | None:
+    return None if question is None else {"id": question.id, "text": question.text, "run_id": run_id}
+
+
+def agent_result_fields(result: AgentRunResult) -> dict[str, Any]:
+    return {
+        "kind": "agent",
+        "agent": result.agent,
+        "state": result.state.value,
+        "stop_reason": result.stop_reason.value,
+        "succeeded": result.succeeded,
+        "steps_taken": result.steps_taken,
+        "tokens": result.usage.total_tokens,
+        "final_answer": result.final_answer,
+        "note": result.note,
+        "workspace_directory": result.directory,
+    }
+
+
+def step_runs(plan: Plan) -> list[dict[str, Any]]:
+    return [
+        {"step": i + 1, "status": s.status.value, "executor": s.executor, "run_id": s.run_id}
+        for i, s in enumerate(plan.steps)
+        if s.run_id
+    ]
+
+
+def flow_result_fields(result: PlanningFlowResult) -> dict[str, Any]:
+    return {
+        "kind": "flow",
+        "state": result.outcome.value,
+        "succeeded": result.succeeded,
+        "replans": result.replans,
+        "tokens": result.usage.total_tokens,
+        "summary": result.summary,
+        "note": result.note,
+        "plan": result.plan.render(),
+        "step_runs": step_runs(result.plan),
+    }
+
+
+def result_fields(result: AgentRunResult | PlanningFlowResult) -> dict[str, Any]:
+    return flow_result_fields(result) if isinstance(result, PlanningFlowResult) else agent_result_fields(result)
+
+
+def closed_state(description: WorkflowExecutionDescription) -> str:
+    """A closed run's state when it has no result: Temporal's word for how it ended."""
+    if description.status == WorkflowExecutionStatus.CANCELED:
+        return AgentState.CANCELLED.value
+    return description.status.name if description.status else "UNKNOWN"
+
+
+def kind_of(description: WorkflowExecutionDescription) -> str:
+    return "flow" if run_control.is_flow(description) else "agent"
+
+
+async def ended_fields(client: Client, run_id: str, description: WorkflowExecutionDescription) -> dict[str, Any]:
+    """A closed run: its result, or how it ended without one."""
+    try:
+        result = await run_control.finished_result(client, run_id, description)
+    except RunEnded as e:
+        step = description.typed_search_attributes.get(search_attributes.AGENT_STEP)
+        return {"kind": kind_of(description), "state": closed_state(description), "step": step, "note": str(e)}
+    return result_fields(result)
+
+
+async def running_agent_status(
+    client: Client, run_id: str, description: WorkflowExecutionDescription
+) -> dict[str, Any]:
+    handle = client.get_workflow_handle_for(AgentWorkflow.run, run_id)
+    try:
+        status: AgentStatus = await run_control.query(handle, AgentWorkflow.status)
+    except RunControlError as e:
+        # No worker answered: what the run last published is all there is to say.
+        attributes = description.typed_search_attributes
+        return {
+            "kind": "agent",
+            "agent": attributes.get(search_attributes.AGENT_NAME),
+            "state": attributes.get(search_attributes.AGENT_STATE) or AgentState.RUNNING.value,
+            "step": attributes.get(search_attributes.AGENT_STEP),
+            "max_steps": None,
+            "pending_question": None,
+            "note": str(e),
+        }
+    return {
+        "kind": "agent",
+        "agent": status.agent,
+        "state": status.state.value,
+        "step": status.step,
+        "max_steps": status.max_steps,
+        "steps_recorded": status.steps_recorded,
+        "tokens": status.usage.total_tokens,
+        "pending_question": question_of(status.pending_question, run_id),
+        "note": status.note,
+    }
+
+
+async def running_flow_status(client: Client, run_id: str) -> dict[str, Any]:
+    try:
+        plan: Plan = await run_control.query(client.get_workflow_handle(run_id), "plan", result_type=Plan)
+    except RunControlError as e:
+        no_worker = {"plan": None, "step_runs": [], "pending_question": None, "note": str(e)}
+        return {"kind": "flow", "state": AgentState.RUNNING.value, **no_worker}
+    try:
+        handle, question = await run_control.question_target(client, run_id)
+        pending = question_of(question, handle.id)
+    except RunControlError:
+        pending = None  # no step running, or it asks nothing
+    return {
+        "kind": "flow",
+        "state": AgentState.RUNNING.value,
+        "plan": plan.render(),
+        "step_runs": step_runs(plan),
+        "pending_question": pending,
+        "note": None,
+    }
+
+
+def steps_answer(run_id: str, since: int, page: list[StepRecord], more: bool) -> dict[str, Any]:
+    kept = first_within(page, STEPS_PAGE_BYTES) if page else []
+    next_since = kept[-1].step if kept else since
+    return {
+        "run_id": run_id,
+        "since": since,
+        "steps": [record.model_dump(mode="json") for record in kept],
+        "next_since": next_since,
+        "more": more or len(kept) < len(page),
+    }
+
+
+# ---- the tools -------------------------------------------------------------------------
+
+
+class RunTools:
+    """The MCP tools, over one Runs."""
+
+    def __init__(self, runs: Runs) -> None:
+        self.runs = runs
+
+    async def _started(self, client: Client, handle: Any, kind: str) -> dict[str, Any]:
+        report = io.StringIO()
+        taken = await report_worker_for_detached(client, self.runs.settings, handle, report)
+        return {
+            "run_id": handle.id,
+            "kind": kind,
+            "web_ui": web_ui_url(handle.id, client.namespace),
+            "worker_running": taken,
+            "worker": one_line(report.getvalue()),
+        }
+
+    async def start_run(
+        self,
+        task: Task,
+        agent: Annotated[AgentName, Field(description="the agent profile; manus is the general one")] = "manus",
+        max_steps: Annotated[
+            int | None, Field(ge=1, le=MAX_STEPS_LIMIT, description="override the agent's step limit")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Start a durable agent run on a task and return its run id and Web UI
+        link at once, without waiting for it. It says whether a worker is
+        running to carry the run out; without one the run waits at step 0."""
+        task = sendable(task, "the task")
+        if not task.strip():
+            raise ToolError("the task is empty")
+        get_profile(agent)
+        check_task_fits(self.runs.settings, task, (agent,))
+        client = await self.runs.client(may_start_server=True)
+        handle = await start_agent_run(
+            client, self.runs.settings, task, agent=agent, max_steps=max_steps, steps_per_run=None, run_id=None
+        )
+        return await self._started(client, handle, "agent")
+
+    async def start_flow(
+        self,
+        task: Task,
+        agents: Annotated[
+            list[AgentName],
+            Field(
+                min_length=1, max_length=MAX_FLOW_AGENTS,
+                description="the agents that carry out the plan's steps; the first takes untagged steps",
+            ),
+        ] = ["manus"],  # noqa: B006 (pydantic copies defaults)
+        timeout_seconds: Annotated[
+            float,
+            Field(
+                gt=FINALIZE_RESERVE_SECONDS, le=MAX_FLOW_TIMEOUT_SECONDS,
+                description="the whole flow's time bound in seconds",
+            ),
+        ] = DEFAULT_FLOW_TIMEOUT_SECONDS,
+    ) -> dict[str, Any]:
+        """Start a durable planning flow: a plan is made for the task, then each
+        step is carried out by an agent run of its own. Returns the flow's run
+        id and Web UI link at once, and whether a worker is running."""
+        task = sendable(task, "the task")
+        if not task.strip():
+            raise ToolError("the task is empty")
+        chosen = tuple(dict.fromkeys(agents))
+        for agent in chosen:
+            get_profile(agent)
+        check_task_fits(self.runs.settings, task, chosen)
+        client = await self.runs.client(may_start_server=True)
+        handle = await start_planning_flow(
+            client, self.runs.settings, task, agents=chosen, timeout=timeout_seconds,
+            max_steps=None, steps_per_run=None, run_id=None,
+        )
+        return await self._started(client, handle, "flow")
+
+    async def run_status(self, run_id: RunId) -> dict[str, Any]:
+        """A run's state: for an agent run its step, step limit and the question
+        it waits on (pending_question, answer it with answer_question); for a
+        flow its plan and the runs of its steps; once ended, its outcome."""
+        run_id = run_id_of(run_id)
+        client = await self.runs.client()
+        description = await run_control.describe(client, run_id)
+        if not run_control.is_running(description):
+            fields = await ended_fields(client, run_id, description)
+        elif run_control.is_flow(description):
+            fields = await running_flow_status(client, run_id)
+        else:
+            fields = await running_agent_status(client, run_id, description)
+        return {"run_id": run_id, **fields}
+
+    async def run_steps(
+        self,
+        run_id: RunId,
+        since: Annotated[
+            int, Field(ge=0, le=10**9, description="return the steps after this step number (0: from the first)")
+        ] = 0,
+    ) -> dict[str, Any]:
+        """An agent run's step records after step `since`: the model's thought,
+        each tool call with its observation, tokens. One bounded page: when
+        `more` is true, ask again with since=next_since."""
+        run_id = run_id_of(run_id)
+        client = await self.runs.client()
+        page = await run_control.steps_page(client, run_id, since)
+        more = False
+        if page:
+            description = await run_control.describe(client, run_id)
+            if run_control.is_running(description):
+                status: AgentStatus = await run_control.query(
+                    client.get_workflow_handle_for(AgentWorkflow.run, run_id), AgentWorkflow.status
+                )
+                more = status.steps_recorded > page[-1].step
+            else:
+                more = bool(await run_control.steps_page(client, run_id, page[-1].step))
+        return steps_answer(run_id, since, page, more)
+
+    async def answer_question(
+        self,
+        run_id: RunId,
+        text: Annotated[str, Field(min_length=1, max_length=TEXT_LIMIT, description="the answer")],
+    ) -> dict[str, Any]:
+        """Answer the question a run waits on (run_status shows it as
+        pending_question). For a flow, the question of its running step."""
+        run_id = run_id_of(run_id)
+        text = sendable(text, "the answer")
+        client = await self.runs.client()
+        answered, question = await run_control.deliver_answer(client, run_id, text)
+        return {"accepted": True, "run_id": answered, "question_id": question.id, "question": question.text}
+
+    async def cancel_run(self, run_id: RunId) -> dict[str, Any]:
+        """Cancel a run (a flow cancels its running step too). The run ends
+        as cancelled; what it did so far stays readable."""
+        run_id = run_id_of(run_id)
+        client = await self.runs.client()
+        report = io.StringIO()
+        await run_control.cancel(client, run_id, report, wait_seconds=CANCEL_WAIT_SECONDS)
+        lines = report.getvalue().strip().splitlines()
+        ended = await run_control.describe(client, run_id)
+        return {"run_id": run_id, "ended": not run_control.is_running(ended), "report": " ".join(lines)}
+
+    async def run_result(
+        self,
+        run_id: RunId,
+        wait_seconds: Annotated[
+            float,
+            Field(ge=0, le=MAX_RESULT_WAIT_SECONDS, description="wait up to this long for a running run to end"),
+        ] = 0,
+    ) -> dict[str, Any]:
+        """A run's result once it has ended: the final answer (a flow's summary),
+        state and stop reason. A run still going is reported as still running,
+        after waiting up to wait_seconds for it to end."""
+        run_id = run_id_of(run_id)
+        client = await self.runs.client()
+        description = await run_control.describe(client, run_id)
+        if run_control.is_running(description) and wait_seconds > 0:
+            handle = client.get_workflow_handle(run_id, result_type=run_control.result_type(description))
+            try:
+                result = await asyncio.wait_for(handle.result(), wait_seconds)
+            except asyncio.TimeoutError:
+                pass
+            except WorkflowFailureError:
+                pass  # ended without a result: described below
+            else:
+                return {"run_id": run_id, "finished": True, **result_fields(result)}
+            description = await run_control.describe(client, run_id)
+        if run_control.is_running(description):
+            waited = f" after waiting {wait_seconds:g} s" if wait_seconds > 0 else ""
+            return {
+                "run_id": run_id,
+                "finished": False,
+                "kind": kind_of(description),
+                "state": AgentState.RUNNING.value,
+                "note": f"still running{waited}; see its progress with run_status",
+            }
+        return {"run_id": run_id, "finished": True, **await ended_fields(client, run_id, description)}
+
+    async def list_runs(
+        self, limit: Annotated[int, Field(ge=1, le=LIST_MAX, description="how many runs, newest first")] = 20
+    ) -> dict[str, Any]:
+        """The recent agent runs and flows, newest first: id, agent (or flow),
+        state, step reached, when started."""
+        client = await self.runs.client()
+        rows = await run_control.recent_runs(client, limit)
+        return {
+            "runs": [
+                {
+                    "run_id": row.run_id,
+                    "agent": row.kind,
+                    "state": row.state,
+                    "step": row.step,
+                    "started": row.started.isoformat(),
+                }
+                for row in rows
+            ]
+        }
+
+
+class RunServer(MCPServer):
+    """MCPServer whose tool errors are one line: the SDK's own (bad arguments)
+    lose their multi-line pydantic form and every message its prefix."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise  # a crash: the SDK logs it and says only which tool
+        except ToolError as e:
+            raise ToolError(tool_error_line(e)) from None
+
+
+def tool_error_line(error: ToolError) -> str:
+    cause = error.__cause__
+    if isinstance(cause, ValidationError):
+        problems = [
+            f"{'.'.join(str(part) for part in problem['loc']) or 'arguments'}: {problem['msg']}"
+            for problem in cause.errors()
+        ]
+        return one_line("invalid arguments: " + "; ".join(problems))
+    return one_line(str(cause if isinstance(cause, ToolError) else error))
+
+
+READING = ToolAnnotations(read_only_hint=True, idempotent_hint=True)
+STARTING = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
+ANSWERING = ToolAnnotations(read_only_hint=False, destructive_hint=False)
+CANCELLING = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True)
+
+
+def build_server(runs: Runs) -> RunServer:
+    server = RunServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
+    tools = RunTools(runs)
+    for method, title, hints in (
+        (tools.start_run, "Start an agent run", STARTING),
+        (tools.start_flow, "Start a planning flow", STARTING),
+        (tools.run_status, "A run's status", READING),
+        (tools.run_steps, "A run's steps", READING),
+        (tools.answer_question, "Answer a run's question", ANSWERING),
+        (tools.cancel_run, "Cancel a run", CANCELLING),
+        (tools.run_result, "A run's result", READING),
+        (tools.list_runs, "Recent runs", READING),
+    ):
+        server.add_tool(one_line_errors(method), name=method.__name__, title=title, annotations=hints)
+    return server
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+async def serve(config: str | None, http: tuple[str, int] | None, worker: bool) -> int:
+    """Serve MCP until the client goes (stdio) or the process is stopped (HTTP)."""
+    settings = load_settings(config)
+    runs = Runs(settings)
+    async with contextlib.AsyncExitStack() as stack:
+        if worker:
+            in_process = InProcessWorker(await runs.client(may_start_server=True), settings, stack)
+            await in_process.prepare("always")
+            print(f"mcp-server: a worker runs in this process on task queue {settings.task_queue}", file=sys.stderr)
+        server = build_server(runs)
+        if http is None:
+            await server.run_stdio_async()
+            return 0
+        host, port = http
+        check_can_listen(host, port)
+        if host not in LOOPBACK:
+            print(
+                f"mcp-server: listening on {host}, not a loopback address: the server has no authentication, "
+                "so whoever reaches the port can start runs",
+                file=sys.stderr,
+            )
+        shown = f"[{host}]" if ":" in host else host
+        print(f"mcp-server: serving MCP at http://{shown}:{port}/mcp", file=sys.stderr, flush=True)
+        try:
+            await server.run_streamable_http_async(host=host, port=port)
+        except SystemExit:  # uvicorn's way to fail its start-up (it logged why)
+            raise UsageError(f"could not serve HTTP on {shown}:{port}") from None
+    return 0
+
+
+def check_can_listen(host: str, port: int) -> None:
+    """Fail in one line now, rather than in uvicorn's start-up, when the
+    address cannot be listened on (taken, or not this machine's)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as e:
+        raise UsageError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None

@@ -1,0 +1,127 @@
+"""End to end: the mcp agent works through the tools of a local stdio MCP
+server (testkit/mcp_servers.py, written with the mcp SDK) on the session's dev
+server: the tools are listed at the start and recorded in the run, calls are
+activities, the server's death mid-call is retried on a restarted server, and
+a changed tool list reaches the model at its next think."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+import signal
+import sys
+import uuid
+
+from agent_model.mcp import function_name_for
+from agent_model.profiles import get_profile
+from agent_model.run import AgentRunInput, AgentRunResult
+from config.mcp_config import McpServerSettings
+from runtime.worker_factory import build_worker
+from testkit.e2e import child_env, server_address, start_starter, unique_queue, wait_until
+from testkit.fake_openai import Reply, call, terminate
+from testkit.mcp_servers import STDIO_ARGS
+from testkit.settings import make_settings
+from workflows.agent import AgentWorkflow
+
+SERVER = "local"
+
+
+def tool(tool_name: str, **arguments) -> Reply:
+    return Reply(tool_calls=[call(function_name_for(SERVER, tool_name), arguments)])
+
+
+def mcp_settings(fake_llm, tmp_path):
+    server = McpServerSettings(kind="stdio", command=sys.executable, args=STDIO_ARGS)
+    return make_settings(fake_llm.base_url, tmp_path / "workspace").model_copy(update={"mcp_servers": {SERVER: server}})
+
+
+def observation(result: AgentRunResult, step: int) -> str:
+    return result.steps[step].tool_calls[0].observation
+
+
+async def test_an_mcp_run_lists_calls_survives_a_dead_server_and_sees_new_tools(dev_env, fake_llm, tmp_path):
+    settings = mcp_settings(fake_llm, tmp_path)
+    fake_llm.turns = [
+        tool("add", a=2, b=3),
+        tool("process_id"),
+        tool("slow", seconds=2),  # the test kills the server during this call
+        tool("fail", reason="no such thing"),
+        tool("grow", name="fresh"),
+        tool("fresh"),
+        terminate("done"),
+    ]
+    async with build_worker(dev_env.client, settings):
+        handle = await dev_env.client.start_workflow(
+            AgentWorkflow.run,
+            AgentRunInput(task="Use the server.", agent="mcp"),
+            id=f"mcp-{uuid.uuid4().hex[:8]}",
+            task_queue=settings.task_queue,
+        )
+        await wait_until(lambda: len(fake_llm.requests) >= 3, 30, "the slow call's think")
+        await asyncio.sleep(0.8)
+        pid = int(json.loads(json.dumps(fake_llm.requests[2].messages))[-2]["content"])
+        os.kill(pid, signal.SIGKILL)
+        result: AgentRunResult = await asyncio.wait_for(handle.result(), 60)
+    history = await handle.fetch_history()
+
+    assert result.succeeded, result.note
+    assert observation(result, 0) == "5"
+    assert observation(result, 2) == "slept 2.0"  # retried on a restarted server
+    assert observation(result, 3).startswith("Error:") and "no such thing" in observation(result, 3)
+    assert result.steps[3].tool_calls[0].error
+    assert observation(result, 5) == "I am fresh"
+
+    offered = [{t["function"]["name"] for t in request.tools} for request in fake_llm.requests]
+    assert function_name_for(SERVER, "add") in offered[0] and "terminate" in offered[0]
+    assert function_name_for(SERVER, "fresh") not in offered[4]
+    assert function_name_for(SERVER, "fresh") in offered[5]
+
+    scheduled = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    # At the start, after the restarted server (its tools may differ), after `grow`.
+    assert scheduled.count("mcp_list_tools") == 3
+    retried = [
+        e.activity_task_started_event_attributes.attempt
+        for e in history.events if e.HasField("activity_task_started_event_attributes")
+    ]
+    assert max(retried) >= 2
+
+
+async def test_an_unreachable_server_is_a_note_to_the_model_not_a_failure(dev_env, fake_llm, tmp_path):
+    broken = McpServerSettings(kind="stdio", command=str(tmp_path / "no-such-server"))
+    settings = make_settings(fake_llm.base_url, tmp_path / "workspace").model_copy(update={"mcp_servers": {"gone": broken}})
+    fake_llm.turns = [terminate("nothing to do")]
+    async with build_worker(dev_env.client, settings):
+        result: AgentRunResult = await dev_env.client.execute_workflow(
+            AgentWorkflow.run,
+            AgentRunInput(task="Use the server.", agent="mcp"),
+            id=f"mcp-gone-{uuid.uuid4().hex[:8]}",
+            task_queue=settings.task_queue,
+        )
+    assert result.succeeded
+    first = json.dumps(fake_llm.requests[0].messages)
+    assert "could not be reached" in first and "gone" in first
+
+
+def test_the_mcp_profile_takes_every_configured_server():
+    assert get_profile("mcp").mcp_servers == ["*"]
+
+
+async def test_the_mcp_command_runs_a_server_given_on_the_command_line(dev_env, fake_llm, tmp_path):
+    """`python starter.py mcp --command ...`, as OpenManus's run_mcp.py: the
+    server is started by the starter's own worker for this run only."""
+    fake_llm.turns = [Reply(tool_calls=[call(function_name_for("cli", "add"), {"a": 20, "b": 22})]), terminate("42")]
+    env = child_env(tmp_path, address=server_address(dev_env), task_queue=unique_queue("mcp-cli"), base_url=fake_llm.base_url)
+    command = " ".join(shlex.quote(part) for part in (sys.executable, *STDIO_ARGS))
+    starter = start_starter(["mcp", "Add 20 and 22.", "--command", command], env, tmp_path / "logs")
+    try:
+        assert await starter.wait(60) == 0, starter.describe()
+    finally:
+        await starter.stop()
+    assert "42" in starter.stdout()
+    observations = [m for m in fake_llm.requests[1].messages if m.get("role") == "tool"]
+    assert observations[-1]["content"] == "42"
