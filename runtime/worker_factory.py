@@ -252,8 +252,13 @@ def build_worker(client: Client, settings: Settings, sandbox: ToolSandbox | None
         workflow_runner=workflow_runner(settings),
         **options,
     )
+    if settings.mcp_servers:
+        log.info("MCP servers: %s", ", ".join(f"{name} ({server.kind})" for name, server in settings.mcp_servers.items()))
     if sessions is None or sessions.problem() is not None:
+        if sessions is not None:
+            log.warning("%s", sessions.describe())
         return WorkerSet(shared, mcp=resources.mcp_pool)
+    log.info("%s", sessions.describe())
     own = Worker(
         client,
         task_queue=own_queue,
