@@ -11,14 +11,9 @@ from activities.web.access import WebAccess
 from activities.workspace import Workspace
 from config.settings import SearchSettings, WebSettings
 
-from activities.mcp.pool import McpPool
-
 if TYPE_CHECKING:
     from activities.browser.sessions import BrowserSessions
-
-
-def _empty_pool() -> McpPool:
-    return McpPool({})
+    from activities.mcp.pool import McpPool
 
 
 @dataclass(frozen=True)
@@ -34,8 +29,8 @@ class WorkerResources:
     web_access: WebAccess = field(default_factory=WebAccess)
     """Needs.WEB: HTTP to addresses the rules allow (public ones, [web] allow),
     never to the LLM or Temporal endpoints."""
-    mcp_pool: McpPool = field(default_factory=lambda: _empty_pool())
+    mcp_pool: McpPool | None = None
     """The MCP servers of the worker's mcp.json: one connection each, stdio
-    servers as its child processes."""
+    servers as its child processes (None: the mcp package is missing)."""
     browser_sessions: BrowserSessions | None = None
     """Needs.BROWSER: this worker's browsers, one per run (None: no browser here)."""

@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 from urllib.parse import urlsplit
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
@@ -24,8 +24,6 @@ from activities.token_count import encoding_for
 from activities.tools.sandbox import ToolSandbox
 from activities.web.access import WebAccess
 from activities.browser.sessions import BrowserSessions
-from activities.mcp.activities import McpActivities
-from activities.mcp.pool import McpPool
 from activities.web.search import WebSearch
 from activities.worker_resources import WorkerResources
 from agent_model.tool_spec import Needs
@@ -35,6 +33,9 @@ from config.settings import DEFAULT_CONFIG_PATH, Settings
 from runtime.worker_set import WorkerSet
 from workflows.agent import AgentWorkflow
 from workflows.planning import PlanningFlowWorkflow
+
+if TYPE_CHECKING:
+    from activities.mcp.pool import McpPool
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ def worker_resources(settings: Settings, sandbox: ToolSandbox | None = None, own
         web=settings.web,
         search=settings.search,
         web_access=access,
-        mcp_pool=McpPool(settings.mcp_servers),
+        mcp_pool=mcp_pool(settings),
         browser_sessions=BrowserSessions(
             settings.browser,
             workspace,
@@ -131,12 +132,34 @@ BROWSER_SEARCH_SECONDS = 60.0
 150 s (tools/browser_use.py) is left for opening it."""
 
 
+def mcp_pool(settings: Settings) -> McpPool | None:
+    """The worker's MCP connections; None where the mcp package is missing
+    (then listings say so to the model, and MCP calls fail saying so)."""
+    try:
+        from activities.mcp.pool import McpPool
+    except ImportError as e:
+        if settings.mcp_servers:
+            log.warning("MCP servers are configured but the mcp package cannot be loaded (%s)", e)
+        return None
+    return McpPool(settings.mcp_servers)
+
+
+def mcp_activities(resources: WorkerResources) -> list[Any]:
+    if resources.mcp_pool is None:
+        from activities.mcp_missing import McpMissing
+
+        return McpMissing().all()
+    from activities.mcp.activities import McpActivities
+
+    return McpActivities(resources.mcp_pool).all()
+
+
 def activities_for(
     settings: Settings, sandbox: ToolSandbox | None = None, resources: WorkerResources | None = None
 ) -> list[Any]:
     resources = resources or worker_resources(settings, sandbox)
     return [
-        *McpActivities(resources.mcp_pool).all(),
+        *mcp_activities(resources),
         LLMActivities(settings.llm, ContextStore(settings.workspace_root), resources.workspace).think,
         WorkspaceActivities(resources.workspace).prepare_workspace,
         # One activity per tool file that runs as one, and the activities of

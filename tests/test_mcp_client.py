@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+pytest.importorskip("mcp", reason="the mcp package is not installed (pip install -r requirements.txt)")
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 

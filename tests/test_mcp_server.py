@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+pytest.importorskip("mcp", reason="the mcp package is not installed (pip install -r requirements.txt)")
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 

@@ -14,6 +14,10 @@ import signal
 import sys
 import uuid
 
+import pytest
+
+pytest.importorskip("mcp", reason="the mcp package is not installed (pip install -r requirements.txt)")
+
 from agent_model.mcp import function_name_for
 from agent_model.profiles import get_profile
 from agent_model.run import AgentRunInput, AgentRunResult
@@ -125,3 +129,26 @@ async def test_the_mcp_command_runs_a_server_given_on_the_command_line(dev_env, 
     assert "42" in starter.stdout()
     observations = [m for m in fake_llm.requests[1].messages if m.get("role") == "tool"]
     assert observations[-1]["content"] == "42"
+
+
+async def test_a_worker_without_the_mcp_package_says_so(monkeypatch, tmp_path, caplog):
+    from temporalio.exceptions import ApplicationError
+    from temporalio.testing import ActivityEnvironment
+
+    from agent_model.mcp import McpCallRequest, McpListRequest
+    from runtime.worker_factory import mcp_activities, mcp_pool, worker_resources
+
+    monkeypatch.setitem(sys.modules, "activities.mcp.pool", None)  # its import now fails, as without mcp
+    settings = mcp_settings(type("Fake", (), {"base_url": "http://127.0.0.1:1/v1"})(), tmp_path)
+    assert mcp_pool(settings) is None
+    assert "mcp package cannot be loaded" in caplog.text
+    resources = worker_resources(settings)
+    listing, calling = mcp_activities(resources)
+    listed = await ActivityEnvironment().run(listing, McpListRequest())
+    assert listed.tools == [] and "mcp is not installed" in listed.problems[0]
+    try:
+        await ActivityEnvironment().run(calling, McpCallRequest(server=SERVER, tool="add"))
+    except ApplicationError as e:
+        assert e.non_retryable and "mcp is not installed" in e.message
+    else:
+        raise AssertionError("the call should fail")
