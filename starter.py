@@ -132,6 +132,13 @@ async def execute(command: Command, following: Following | None = None, out: Tex
     mcp_servers = None
     if isinstance(command, Run):
         settings, mcp_servers = with_ad_hoc_server(settings, command)
+        if command.agent == "mcp" and not mcp_servers and not settings.mcp_servers:
+            # Not an error: the workers' mcp.json may have servers this machine's has not.
+            print(
+                "starter: no MCP server is configured here (config/mcp.json); the run gets the workers' "
+                "servers, if any (or give --command CMD or --url URL)",
+                file=sys.stderr,
+            )
         check_task_fits(settings, command.task, command.agents, command.llm)
     client = await connect_for(command.name, isinstance(command, FOLLOWS_A_RUN), out)
     if isinstance(command, ListRuns):

@@ -152,3 +152,14 @@ async def test_a_worker_without_the_mcp_package_says_so(monkeypatch, tmp_path, c
         assert e.non_retryable and "mcp is not installed" in e.message
     else:
         raise AssertionError("the call should fail")
+
+
+async def test_a_worker_without_servers_tells_the_model_so(tmp_path):
+    from temporalio.testing import ActivityEnvironment
+
+    from activities.mcp.activities import McpActivities
+    from activities.mcp.pool import McpPool
+    from agent_model.mcp import McpListRequest
+
+    listed = await ActivityEnvironment().run(McpActivities(McpPool({})).list_tools, McpListRequest())
+    assert listed.tools == [] and "no MCP servers configured" in listed.problems[0]

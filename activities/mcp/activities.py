@@ -33,6 +33,9 @@ CALL_SECONDS = MCP_CALL_TOOL.start_to_close.seconds - 15
 McpUnavailable (and probed) before Temporal times the activity out."""
 
 
+NO_SERVERS = "this worker has no MCP servers configured (config/mcp.json, or DURABLE_MANUS_MCP_CONFIG)"
+
+
 class McpActivities:
     def __init__(self, pool: McpPool) -> None:
         self.pool = pool
@@ -43,6 +46,8 @@ class McpActivities:
     @activity.defn(name=LIST_TOOLS_ACTIVITY)
     async def list_tools(self, request: McpListRequest) -> McpToolList:
         servers = list(dict.fromkeys(request.servers)) or list(self.pool.servers)
+        if not servers:
+            return McpToolList(problems=[NO_SERVERS])
         async with heartbeating():
             listings = await asyncio.gather(*(self._listing(server) for server in servers))
         return offered_tools(list(zip(servers, listings)))
