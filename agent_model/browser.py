@@ -88,9 +88,8 @@ def checked_action(arguments: dict[str, Any], tool: str = "browser_use") -> dict
     missing = [name for name in ACTIONS[action] if name not in checked or checked[name] == ""]
     if missing:
         raise bad_arguments(f"{tool}: the action {action} needs {' and '.join(missing)}.")
-    for name in ("url",):
-        if name in checked and not checked[name].strip().lower().startswith(("http://", "https://")):
-            raise bad_arguments(f"{tool}: {name} must start with http:// or https://.")
+    if "url" in checked and not checked["url"].strip().lower().startswith(("http://", "https://")):
+        raise bad_arguments(f"{tool}: url must start with http:// or https://.")
     return checked
 
 

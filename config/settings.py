@@ -7,6 +7,7 @@ is reported as one line naming the file and the field.
 from __future__ import annotations
 
 import os
+import sys
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -590,8 +591,6 @@ def _mcp_servers(source: str, reference: str | None, env: Mapping[str, str]) -> 
     config_file = None if source == "environment" else Path(source)
     servers = load_mcp_servers(default_mcp_path(config_file, env))
     if reference is not None and "reference" not in servers:
-        import sys
-
         servers["reference"] = McpServerSettings(kind="stdio", command=sys.executable, args=("-m", reference))
     return servers
 

@@ -55,5 +55,3 @@ TOO_MANY_CALLS_REMINDER = (
 TOO_MANY_CALLS_STEP_NOTE = "{dropped} tool call(s) beyond the first {kept} of the reply were dropped"
 
 SCREENSHOT_NOTE = "Screenshot of the browser after the action above."
-
-MCP_TOOLS_CHANGED = "Note: an MCP server changed its tools; the tools you are given now are its current ones."

@@ -14,3 +14,4 @@ NEXT_STEP_PROMPT = (
 )
 
 SERVERS_UNREACHABLE = "Note: some MCP servers could not be reached, so their tools are missing:\n{problems}"
+TOOLS_CHANGED = "Note: an MCP server changed its tools; the tools you are given now are its current ones."

@@ -279,7 +279,7 @@ async def record_browser_run(
 ) -> WorkflowHistory:
     from config.settings import WebSettings
     from testkit.fake_site import FakeSite
-    from tools.browser_use import EXTRACT_SYSTEM_PROMPT
+    from prompts.browser import EXTRACT_SYSTEM_PROMPT
 
     site = FakeSite().start()
     turns = [

@@ -32,8 +32,7 @@ from testkit.e2e import child_env, server_address, start_worker, unique_queue, w
 from testkit.fake_openai import FakeOpenAI, Reply, call, terminate, turn_of
 from testkit.fake_site import FakeSite
 from testkit.settings import make_settings
-from prompts.browser import SESSION_LOST_RESTORED
-from tools.browser_use import EXTRACT_SYSTEM_PROMPT
+from prompts.browser import EXTRACT_SYSTEM_PROMPT, SESSION_LOST_RESTORED
 from workflows.agent import AgentWorkflow
 
 from tests.test_browser_engine import BROWSER_MISSING

@@ -125,9 +125,6 @@ CLOSE_CONFIG = ActivityConfig(
     schedule_to_start=Timeout(5, "the run is over; a worker that is gone has no browser left to close"),
 )
 
-EXTRACT_SYSTEM_PROMPT = words.EXTRACT_SYSTEM_PROMPT
-
-
 async def browse(tools: WorkflowTools, arguments: dict[str, Any]) -> ToolOutcome:
     """One browser action (a workflow handler: it only schedules activities)."""
     try:
@@ -206,7 +203,7 @@ async def _extract(tools: WorkflowTools, goal: str, result: BrowserResult) -> st
     url = current.url if current else ""
     request = ThinkRequest(
         llm=tools.call.llm,
-        system_prompt=EXTRACT_SYSTEM_PROMPT,
+        system_prompt=words.EXTRACT_SYSTEM_PROMPT,
         messages=[user_message(fill(words.EXTRACT_REQUEST, goal=goal, url=url, page=result.page_text or ""))],
         tool_choice=ToolChoice.NONE,
     )
@@ -240,7 +237,7 @@ def _summary_of(action: dict[str, Any]) -> str:
 
 
 def summary(arguments: dict[str, Any]) -> str:
-    return _summary_of({"action": str(arguments.get("action", "?")), **{k: v for k, v in arguments.items() if k != "action"}})
+    return _summary_of({**arguments, "action": str(arguments.get("action", "?"))})
 
 
 class BrowserActivities:

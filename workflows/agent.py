@@ -423,14 +423,15 @@ class AgentWorkflow:
             tools = [*schemas(profile.tools), *(schema_for(tool) for tool in self.mcp_tools)] or None
             # A complete resend of this request must fit in one payload.
             self.memory.reserve(system_prompt, tools)
+            window = self.memory.numbered_window()
             request = self.context.build(
                 llm=profile.llm,
                 system_prompt=system_prompt,
-                window=self.memory.numbered_window(),
+                window=window,
                 tools=tools,
                 tool_choice=profile.tool_choice,
             )
-            if any(m.image_file for m in self.memory.messages):
+            if any(message.image_file for _, message in window):
                 request.workspace = self.workspace  # where the worker finds the screenshots
             complete = self.context.is_complete(request)
             try:
@@ -576,7 +577,7 @@ class AgentWorkflow:
         if listed.problems:
             self.memory.add(user_message(fill(mcp_words.SERVERS_UNREACHABLE, problems="\n".join(listed.problems))))
         elif changed:
-            self.memory.add(user_message(agent_notes.MCP_TOOLS_CHANGED))
+            self.memory.add(user_message(mcp_words.TOOLS_CHANGED))
 
     def _tool_failed(self, name: str, error: BaseException) -> tuple[str, bool, None, None]:
         """The observation of a tool whose activity failed or was cancelled; a
