@@ -22,6 +22,7 @@ from runtime.cli import mute_temporal_logs
 from runtime.connection import is_unreachable
 from runtime.run_control import RunEnded, ended_line
 from runtime.task_queue import waits_for_worker
+from runtime.tasks import let_go
 
 POLL_INTERVAL = 0.5
 """Seconds between status queries while following."""
@@ -73,7 +74,15 @@ async def ask_user(handle: WorkflowHandle, question: HumanQuestion, out: TextIO)
     while True:
         print(f"\n? The agent asks: {question.text}", file=out)
         print("> ", end="", file=out, flush=True)
-        text = (await read_line(sys.stdin)).strip()
+        line = await read_line(sys.stdin)
+        if not line:
+            print(
+                f"(no more input; answer later with: python starter.py answer {handle.id} \"...\")",
+                file=out,
+                flush=True,
+            )
+            return
+        text = line.strip()
         if not text:
             print("(an empty answer is not accepted; type your answer)", file=out)
             continue
@@ -162,8 +171,8 @@ class AgentProgress:
             self.out.flush()
 
     def close(self) -> None:
-        if self.answering is not None and not self.answering.done():
-            self.answering.cancel()
+        if self.answering is not None:
+            let_go(self.answering)
         self.clear_line()
 
 
@@ -380,11 +389,9 @@ async def _until_done(handle: WorkflowHandle, progress: AgentProgress | FlowProg
                     raise RunEnded(f"run {handle.id} ended without a result: {e.cause or e}") from None
                 raise RunEnded(await ended_line(client, handle.id, e)) from None
             finally:
-                if not result_task.done():
-                    result_task.cancel()
-                    # A call already failing in the core may still end with its
-                    # error instead of the cancellation; it is of no interest.
-                    result_task.add_done_callback(lambda t: t.cancelled() or t.exception())
+                # Also when it is done: it may have failed while the server was
+                # waited for, and then no one would read its error.
+                let_go(result_task)
             progress.finish(result)  # prints what the last poll did not
             return result
     finally:

@@ -26,6 +26,7 @@ from agent_model.think_context import CONTEXT_MISSING_ERROR
 from workflows import search_attributes
 from workflows.agent import AgentWorkflow
 from workflows.planning import PlanningFlowWorkflow
+from runtime.tasks import let_go
 
 LIST_LIMIT = 20
 """Runs shown by --list, newest first."""
@@ -77,7 +78,7 @@ async def query(handle: WorkflowHandle, name: Any, *args: Any, out: TextIO | Non
             f"run {handle.id} did not answer ({e.message}); is a worker running? Start one with: {WORKER_HINT}"
         ) from None
     finally:
-        asking.cancel()
+        let_go(asking)
 
 
 async def worker_answers(client: Client, run_id: str, timeout: timedelta = PROBE_TIMEOUT) -> bool:

@@ -69,3 +69,73 @@ async def test_progress_line_on_a_terminal_only(time_skipping_env, worker, setti
     plain = io.StringIO()
     await follow(handle, plain, interactive=False)
     assert "\x1b" not in plain.getvalue() and "\r" not in plain.getvalue()
+
+
+async def test_end_of_input_while_asked_stops_asking(time_skipping_env, worker, settings, fake_llm, monkeypatch):
+    # A terminal that closes (Ctrl-D, a closed pipe) reads "" forever; it must
+    # not be taken for an empty answer asked again and again.
+    fake_llm.turns = [Reply(tool_calls=[call("ask_human", {"inquire": "Proceed?"})]), terminate()]
+    read_end, write_end = os.pipe()
+    os.close(write_end)
+    monkeypatch.setattr(sys, "stdin", os.fdopen(read_end, "r"))
+    handle = await start(time_skipping_env, settings, profile=PROFILE.model_copy(update={"human_timeout_seconds": 2}))
+    out = io.StringIO()
+    with time_skipping_env.auto_time_skipping_disabled():
+        result = await follow(handle, out, interactive=True)
+    text = out.getvalue()
+    assert result.succeeded
+    assert text.count("? The agent asks: Proceed?") == 1
+    assert "an empty answer is not accepted" not in text
+    assert f"no more input; answer later with: python starter.py answer {handle.id}" in text
+
+
+async def test_a_result_call_failing_while_the_server_is_waited_for_leaves_no_traceback():
+    # The run's result call fails with the server gone while the starter is
+    # still waiting for the server; asyncio would print its unread error as
+    # "Task exception was never retrieved" (seen in CI).
+    import asyncio
+    import gc
+
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from runtime.follow import ServerLost, Watch, _until_done
+
+    def gone() -> RPCError:
+        return RPCError("tcp connect error", RPCStatusCode.UNAVAILABLE, b"")
+
+    class GoneHandle:
+        id = "run-gone"
+
+        async def result(self):
+            await asyncio.sleep(0.05)
+            raise gone()
+
+    class GoneServer(Watch):
+        def __init__(self) -> None:
+            self.waiting = True  # no status queries
+
+        async def check(self, progress) -> None:
+            raise gone()
+
+        async def wait_for_server(self, run_id, progress) -> None:
+            await asyncio.sleep(0.3)  # the result call fails meanwhile
+            raise ServerLost("the Temporal server did not come back")
+
+    class Quiet:
+        def close(self) -> None:
+            pass
+
+    unread: list[dict] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: unread.append(context))
+    try:
+        try:
+            await _until_done(GoneHandle(), Quiet(), GoneServer())
+        except ServerLost:
+            pass
+        await asyncio.sleep(0.1)
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(None)
+    assert [context.get("message") for context in unread] == []
