@@ -21,12 +21,11 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from config.config_file import NotAConfigFile, read_config_text
 from config.settings import REPO_DIR, ConfigError
 
 MCP_FILE_NAME = "mcp.json"
 MCP_CONFIG_VARIABLE = "DURABLE_MANUS_MCP_CONFIG"
-MAX_FILE_BYTES = 1024 * 1024
-"""A larger mcp.json is not a configuration file."""
 
 SERVER_ID = re.compile(r"[A-Za-z0-9_-]+")
 """Ids become part of function names (agent_model/mcp.py)."""
@@ -72,11 +71,11 @@ def load_mcp_servers(path: str | Path | None) -> dict[str, McpServerSettings]:
         return {}
     file = Path(path)
     try:
-        if file.stat().st_size > MAX_FILE_BYTES:
-            raise ConfigError(f"{file}: larger than {MAX_FILE_BYTES} bytes")
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = json.loads(read_config_text(file))
     except FileNotFoundError:
         raise ConfigError(f"{file}: MCP config file not found") from None
+    except NotAConfigFile as e:
+        raise ConfigError(f"{file}: {e}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{file}: cannot read MCP config file ({e.__class__.__name__}: {e})") from None
     except (json.JSONDecodeError, RecursionError) as e:

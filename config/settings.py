@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from config.config_file import NotAConfigFile, read_config_text
+
 REPO_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG_PATH = REPO_DIR / "config" / "config.toml"
 """Read when it exists and neither --config nor DURABLE_MANUS_CONFIG names a file."""
@@ -444,9 +446,11 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     if explicit or file.exists():
         source = str(file)
         try:
-            data = tomllib.loads(file.read_text(encoding="utf-8"))
+            data = tomllib.loads(read_config_text(file))
         except FileNotFoundError:
             raise ConfigError(f"{file}: config file not found") from None
+        except NotAConfigFile as e:
+            raise ConfigError(f"{file}: {e}") from None
         except (OSError, UnicodeDecodeError) as e:
             raise ConfigError(f"{file}: cannot read config file ({e.__class__.__name__}: {e})") from None
         except tomllib.TOMLDecodeError as e:

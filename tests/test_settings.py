@@ -179,3 +179,56 @@ def test_the_starter_s_wait_for_a_lost_server_is_read_from_the_environment():
     for bad in ("0", "-1", "soon", "nan", "1e9"):
         with pytest.raises(ConfigError, match="DURABLE_MANUS_SERVER_WAIT must be a number of seconds from 1 to 3600"):
             load_settings(env={"DURABLE_MANUS_SERVER_WAIT": bad})
+
+
+def load_in_time(load, path: Path) -> BaseException | None:
+    """What `load(path)` raised, failing the test instead of hanging when it
+    blocks (opening a FIFO for reading waits for a writer)."""
+    import os
+    import threading
+
+    outcome: list[BaseException | None] = []
+
+    def attempt() -> None:
+        try:
+            load(path)
+            outcome.append(None)
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            outcome.append(e)
+
+    reader = threading.Thread(target=attempt, daemon=True)
+    reader.start()
+    reader.join(10)
+    if reader.is_alive():
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))  # lets the stuck reader go
+        pytest.fail(f"loading {path.name} blocked")
+    return outcome[0]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "huge"])
+def test_a_config_that_is_not_a_small_regular_file_is_one_line_not_a_wait(tmp_path, kind):
+    import os
+
+    from config.mcp_config import load_mcp_servers
+
+    for name, load in (("config.toml", lambda p: load_settings(p, env={})), ("mcp.json", load_mcp_servers)):
+        path = tmp_path / kind / name
+        path.parent.mkdir(exist_ok=True)
+        if kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "directory":
+            path.mkdir()
+        else:
+            path.write_text("# " + "x" * (2 * 1024 * 1024))
+        error = load_in_time(load, path)
+        assert isinstance(error, ConfigError), error
+        expected = {"fifo": "it is a FIFO", "directory": "it is a directory", "huge": "larger than"}[kind]
+        assert expected in str(error) and "\n" not in str(error)
+
+
+def test_a_config_reached_through_a_symlink_is_read(tmp_path):
+    real = tmp_path / "real.toml"
+    real.write_text('[llm]\nmodel = "linked-model"\n')
+    link = tmp_path / "config.toml"
+    link.symlink_to(real)
+    assert load_settings(link, env={}).llm["default"].model == "linked-model"
