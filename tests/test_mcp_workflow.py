@@ -13,8 +13,11 @@ import shlex
 import signal
 import sys
 import uuid
+from datetime import timedelta
 
 import pytest
+from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 
 pytest.importorskip("mcp", reason="the mcp package is not installed (pip install -r requirements.txt)")
 
@@ -93,6 +96,44 @@ async def test_an_mcp_run_lists_calls_survives_a_dead_server_and_sees_new_tools(
         for e in history.events if e.HasField("activity_task_started_event_attributes")
     ]
     assert max(retried) >= 2
+
+
+async def test_cancel_during_an_mcp_call_ends_the_run_and_the_server_serves_the_next_run(dev_env, fake_llm, tmp_path):
+    settings = mcp_settings(fake_llm, tmp_path)
+    fake_llm.turns = [tool("slow", seconds=120), terminate("never")]
+    async with build_worker(dev_env.client, settings):
+        handle = await dev_env.client.start_workflow(
+            AgentWorkflow.run,
+            AgentRunInput(task="Wait on the server.", agent="mcp"),
+            id=f"mcp-cancel-{uuid.uuid4().hex[:8]}",
+            task_queue=settings.task_queue,
+        )
+
+        async def calling() -> bool:
+            pending = (await handle.describe()).raw_description.pending_activities
+            return any(
+                p.activity_type.name == "mcp_call_tool" and p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+                for p in pending
+            )
+
+        await wait_until(calling, 30, "the slow call to start")
+        cancelled_at = asyncio.get_running_loop().time()
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await asyncio.wait_for(handle.result(), 15)
+        took = asyncio.get_running_loop().time() - cancelled_at
+        assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+
+        fake_llm.turns = [tool("add", a=1, b=1), terminate("done")]
+        second = await dev_env.client.execute_workflow(
+            AgentWorkflow.run,
+            AgentRunInput(task="Add.", agent="mcp"),
+            id=f"mcp-after-cancel-{uuid.uuid4().hex[:8]}",
+            task_queue=settings.task_queue,
+            execution_timeout=timedelta(seconds=60),
+        )
+    assert took < 5, took
+    assert second.succeeded and observation(second, 0) == "2"
 
 
 async def test_an_unreachable_server_is_a_note_to_the_model_not_a_failure(dev_env, fake_llm, tmp_path):
