@@ -21,6 +21,9 @@ import uuid
 from pathlib import Path
 from typing import Awaitable, Callable, Mapping
 
+from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.client import WorkflowHandle
+
 from agent_model.run import AgentRunInput, AgentRunResult
 from config.settings import DEFAULT_CONFIG_PATH
 from workflows.agent import AgentWorkflow
@@ -196,6 +199,19 @@ async def wait_until(
         if time.monotonic() >= deadline:
             raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
         await asyncio.sleep(interval)
+
+
+async def wait_for_activity_start(handle: WorkflowHandle, activity_type: str, timeout: float = 30) -> None:
+    """Poll the run until an activity of `activity_type` has been taken by a worker."""
+
+    async def started() -> bool:
+        pending = (await handle.describe()).raw_description.pending_activities
+        return any(
+            p.activity_type.name == activity_type and p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+            for p in pending
+        )
+
+    await wait_until(started, timeout, f"a {activity_type} activity to start")
 
 
 def kill_tool_process(pid: int) -> bool:

@@ -19,7 +19,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 
 from activities.browser.sessions import BrowserSessions
@@ -28,7 +27,7 @@ from agent_model.run import AgentRunInput, AgentRunResult
 from agent_model.workspace_names import workspace_name_for
 from config.settings import BrowserSettings, WebSettings
 from runtime.worker_factory import build_worker
-from testkit.e2e import child_env, server_address, start_worker, unique_queue, wait_until
+from testkit.e2e import child_env, server_address, start_worker, unique_queue, wait_for_activity_start, wait_until
 from testkit.fake_openai import FakeOpenAI, Reply, call, terminate, turn_of
 from testkit.fake_site import FakeSite
 from testkit.settings import make_settings
@@ -272,14 +271,7 @@ async def test_cancel_during_a_browser_action_ends_the_run_and_closes_its_browse
         )
         await wait_until(lambda: len(fake_llm.requests) >= 2, 30, "the second think")
 
-        async def waiting() -> bool:
-            pending = (await handle.describe()).raw_description.pending_activities
-            return any(
-                p.activity_type.name == "browser_act" and p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
-                for p in pending
-            )
-
-        await wait_until(waiting, 30, "the wait action to start")
+        await wait_for_activity_start(handle, "browser_act")
         cancelled_at = asyncio.get_running_loop().time()
         await handle.cancel()
         with pytest.raises(WorkflowFailureError):

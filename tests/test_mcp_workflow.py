@@ -16,7 +16,6 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 
 pytest.importorskip("mcp", reason="the mcp package is not installed (pip install -r requirements.txt)")
@@ -26,7 +25,7 @@ from agent_model.profiles import get_profile
 from agent_model.run import AgentRunInput, AgentRunResult
 from config.mcp_config import McpServerSettings
 from runtime.worker_factory import build_worker
-from testkit.e2e import child_env, server_address, start_starter, unique_queue, wait_until
+from testkit.e2e import child_env, server_address, start_starter, unique_queue, wait_for_activity_start, wait_until
 from testkit.fake_openai import Reply, call, terminate
 from testkit.mcp_servers import STDIO_ARGS
 from testkit.settings import make_settings
@@ -109,14 +108,7 @@ async def test_cancel_during_an_mcp_call_ends_the_run_and_the_server_serves_the_
             task_queue=settings.task_queue,
         )
 
-        async def calling() -> bool:
-            pending = (await handle.describe()).raw_description.pending_activities
-            return any(
-                p.activity_type.name == "mcp_call_tool" and p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
-                for p in pending
-            )
-
-        await wait_until(calling, 30, "the slow call to start")
+        await wait_for_activity_start(handle, "mcp_call_tool")
         cancelled_at = asyncio.get_running_loop().time()
         await handle.cancel()
         with pytest.raises(WorkflowFailureError):
