@@ -21,8 +21,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from config.config_file import NotAConfigFile, read_config_text
-from config.settings import REPO_DIR, ConfigError
+from config.config_file import ConfigError, read_config_text
+from config.settings import REPO_DIR
 
 MCP_FILE_NAME = "mcp.json"
 MCP_CONFIG_VARIABLE = "DURABLE_MANUS_MCP_CONFIG"
@@ -71,13 +71,7 @@ def load_mcp_servers(path: str | Path | None) -> dict[str, McpServerSettings]:
         return {}
     file = Path(path)
     try:
-        data = json.loads(read_config_text(file))
-    except FileNotFoundError:
-        raise ConfigError(f"{file}: MCP config file not found") from None
-    except NotAConfigFile as e:
-        raise ConfigError(f"{file}: {e}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{file}: cannot read MCP config file ({e.__class__.__name__}: {e})") from None
+        data = json.loads(read_config_text(file, "MCP config file"))
     except (json.JSONDecodeError, RecursionError) as e:
         raise ConfigError(f"{file}: not valid JSON ({e})") from None
     if not isinstance(data, dict):

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from config.config_file import NotAConfigFile, read_config_text
+from config.config_file import ConfigError, read_config_text
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG_PATH = REPO_DIR / "config" / "config.toml"
@@ -24,10 +24,6 @@ DEFAULT_CONFIG_PATH = REPO_DIR / "config" / "config.toml"
 DEFAULT_TASK_QUEUE = "durable-manus"
 DEFAULT_WORKSPACE_ROOT = "workspace"
 """Relative to the repo directory."""
-
-
-class ConfigError(Exception):
-    """A configuration problem, with a one-line message for the user."""
 
 
 OPENAI_COMPATIBLE_API_TYPES = (
@@ -446,13 +442,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     if explicit or file.exists():
         source = str(file)
         try:
-            data = tomllib.loads(read_config_text(file))
-        except FileNotFoundError:
-            raise ConfigError(f"{file}: config file not found") from None
-        except NotAConfigFile as e:
-            raise ConfigError(f"{file}: {e}") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise ConfigError(f"{file}: cannot read config file ({e.__class__.__name__}: {e})") from None
+            data = tomllib.loads(read_config_text(file, "config file"))
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"{file}: not valid TOML ({e})") from None
 
