@@ -16,7 +16,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 
 pytest.importorskip("mcp", reason="the mcp package is not installed (pip install -r requirements.txt)")
 
@@ -47,6 +47,17 @@ def observation(result: AgentRunResult, step: int) -> str:
     return result.steps[step].tool_calls[0].observation
 
 
+async def start_mcp_run(client, settings, task: str, name: str) -> WorkflowHandle:
+    """An mcp agent run on the test's worker; bounded, so a hang fails the test."""
+    return await client.start_workflow(
+        AgentWorkflow.run,
+        AgentRunInput(task=task, agent="mcp"),
+        id=f"{name}-{uuid.uuid4().hex[:8]}",
+        task_queue=settings.task_queue,
+        execution_timeout=timedelta(seconds=120),
+    )
+
+
 async def test_an_mcp_run_lists_calls_survives_a_dead_server_and_sees_new_tools(dev_env, fake_llm, tmp_path):
     settings = mcp_settings(fake_llm, tmp_path)
     fake_llm.turns = [
@@ -59,12 +70,7 @@ async def test_an_mcp_run_lists_calls_survives_a_dead_server_and_sees_new_tools(
         terminate("done"),
     ]
     async with build_worker(dev_env.client, settings):
-        handle = await dev_env.client.start_workflow(
-            AgentWorkflow.run,
-            AgentRunInput(task="Use the server.", agent="mcp"),
-            id=f"mcp-{uuid.uuid4().hex[:8]}",
-            task_queue=settings.task_queue,
-        )
+        handle = await start_mcp_run(dev_env.client, settings, "Use the server.", "mcp")
         await wait_until(lambda: len(fake_llm.requests) >= 3, 30, "the slow call's think")
         await asyncio.sleep(0.8)
         pid = int(json.loads(json.dumps(fake_llm.requests[2].messages))[-2]["content"])
@@ -101,12 +107,7 @@ async def test_cancel_during_an_mcp_call_ends_the_run_and_the_server_serves_the_
     settings = mcp_settings(fake_llm, tmp_path)
     fake_llm.turns = [tool("slow", seconds=120), terminate("never")]
     async with build_worker(dev_env.client, settings):
-        handle = await dev_env.client.start_workflow(
-            AgentWorkflow.run,
-            AgentRunInput(task="Wait on the server.", agent="mcp"),
-            id=f"mcp-cancel-{uuid.uuid4().hex[:8]}",
-            task_queue=settings.task_queue,
-        )
+        handle = await start_mcp_run(dev_env.client, settings, "Wait on the server.", "mcp-cancel")
 
         await wait_for_activity_start(handle, "mcp_call_tool")
         cancelled_at = asyncio.get_running_loop().time()
@@ -117,13 +118,7 @@ async def test_cancel_during_an_mcp_call_ends_the_run_and_the_server_serves_the_
         assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
 
         fake_llm.turns = [tool("add", a=1, b=1), terminate("done")]
-        second = await dev_env.client.execute_workflow(
-            AgentWorkflow.run,
-            AgentRunInput(task="Add.", agent="mcp"),
-            id=f"mcp-after-cancel-{uuid.uuid4().hex[:8]}",
-            task_queue=settings.task_queue,
-            execution_timeout=timedelta(seconds=60),
-        )
+        second = await (await start_mcp_run(dev_env.client, settings, "Add.", "mcp-after-cancel")).result()
     assert took < 5, took
     assert second.succeeded and observation(second, 0) == "2"
 
@@ -133,12 +128,7 @@ async def test_an_unreachable_server_is_a_note_to_the_model_not_a_failure(dev_en
     settings = make_settings(fake_llm.base_url, tmp_path / "workspace").model_copy(update={"mcp_servers": {"gone": broken}})
     fake_llm.turns = [terminate("nothing to do")]
     async with build_worker(dev_env.client, settings):
-        result: AgentRunResult = await dev_env.client.execute_workflow(
-            AgentWorkflow.run,
-            AgentRunInput(task="Use the server.", agent="mcp"),
-            id=f"mcp-gone-{uuid.uuid4().hex[:8]}",
-            task_queue=settings.task_queue,
-        )
+        result: AgentRunResult = await (await start_mcp_run(dev_env.client, settings, "Use the server.", "mcp-gone")).result()
     assert result.succeeded
     first = json.dumps(fake_llm.requests[0].messages)
     assert "could not be reached" in first and "gone" in first
