@@ -445,6 +445,8 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
             data = tomllib.loads(read_config_text(file, "config file"))
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"{file}: not valid TOML ({e})") from None
+        except RecursionError:
+            raise ConfigError(f"{file}: not valid TOML (nested too deeply)") from None
 
     unknown = set(data) - {"llm", "workspace", "tools", "worker", "search", "web", "browser", *OPENMANUS_KEYS}
     if unknown:

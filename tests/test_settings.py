@@ -232,3 +232,11 @@ def test_a_config_reached_through_a_symlink_is_read(tmp_path):
     link = tmp_path / "config.toml"
     link.symlink_to(real)
     assert load_settings(link, env={}).llm["default"].model == "linked-model"
+
+
+def test_a_deeply_nested_config_is_one_line(tmp_path):
+    depth = 100_000
+    path = write(tmp_path, "x = " + "[" * depth + "]" * depth + "\n")
+    with pytest.raises(ConfigError, match="nested too deeply") as err:
+        load_settings(path, env={})
+    assert "\n" not in str(err.value)
