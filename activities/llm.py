@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import math
 import re
@@ -98,6 +99,7 @@ THINK_OPTIONS: dict[str, Any] = THINK_CONFIG.options()
 agent_model/activity_specs.py."""
 
 
+@functools.cache  # asked on every think; a profile's model does not change
 def is_reasoning_model(model: str) -> bool:
     # Gateways name models with a provider in front: openai/o3-mini.
     name = model.rsplit("/", 1)[-1].lower()

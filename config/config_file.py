@@ -4,8 +4,9 @@ no hanging on a FIFO or a device."""
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
+
+from activities import safe_files
 
 MAX_CONFIG_BYTES = 1024 * 1024
 """Far above any real config; a larger file is a mistake (a log, a dump)."""
@@ -28,17 +29,10 @@ def read_config_text(path: Path, what: str, limit: int = MAX_CONFIG_BYTES) -> st
     except OSError as e:
         raise _unreadable(path, what, e) from None
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a special file"
-            raise ConfigError(f"{path}: not a regular file (it is {kind})")
-        data = b""
-        while len(data) <= limit:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                return data.decode("utf-8")
-            data += chunk
-        raise ConfigError(f"{path}: larger than {limit} bytes")
+        safe_files.check_regular(fd, str(path), limit=limit, writing=False)
+        return safe_files.read_all(fd, str(path), limit).decode("utf-8")
+    except safe_files.UnsafeFile as e:
+        raise ConfigError(f"{path}: {e.problem}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise _unreadable(path, what, e) from None
     finally:

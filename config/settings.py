@@ -24,6 +24,10 @@ DEFAULT_CONFIG_PATH = REPO_DIR / "config" / "config.toml"
 DEFAULT_TASK_QUEUE = "durable-manus"
 DEFAULT_WORKSPACE_ROOT = "workspace"
 """Relative to the repo directory."""
+DEFAULT_SERVER_WAIT = 60.0
+"""Seconds a starter waits for a Temporal server that stopped answering."""
+OWN_SECTIONS = frozenset({"llm", "workspace", "tools", "worker", "search", "web", "browser"})
+"""durable-manus's sections; OpenManus's others are in OPENMANUS_KEYS."""
 
 
 OPENAI_COMPATIBLE_API_TYPES = (
@@ -221,7 +225,7 @@ class Settings(BaseModel):
     search: SearchSettings = Field(default_factory=SearchSettings)
     web: WebSettings = Field(default_factory=WebSettings)
     browser: BrowserSettings = Field(default_factory=BrowserSettings)
-    server_wait_seconds: float = 60.0
+    server_wait_seconds: float = DEFAULT_SERVER_WAIT
     """How long a starter that follows a run waits for a Temporal server that
     stopped answering before it gives up (exit 3; the run is safe)."""
     runflow_data_analysis: bool = False
@@ -270,7 +274,7 @@ class Settings(BaseModel):
     def require_api_keys(self) -> None:
         for name, llm in self.llm.items():
             if llm.needs_key and (llm.api_key is None or not llm.api_key.get_secret_value()):
-                where = "[llm]" if name == "default" else f"[llm.{name}]"
+                where = _llm_where(name)
                 raise ConfigError(
                     f"{self.source}: {where} api_key is missing; set OPENAI_API_KEY or "
                     f"api_key in {where} (see config/config.example.toml)"
@@ -289,6 +293,10 @@ def _first_error(source: str, section: str, err: ValidationError) -> str:
     return f"{source}: {section} {field}: {first['msg']}"
 
 
+def _llm_where(name: str) -> str:
+    return "[llm]" if name == "default" else f"[llm.{name}]"
+
+
 def _parse_llm(source: str, raw: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, LLMSettings]:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{source}: [llm] must be a table")
@@ -299,20 +307,15 @@ def _parse_llm(source: str, raw: Mapping[str, Any], env: Mapping[str, str]) -> d
         "model": env.get("OPENAI_MODEL"),
     }
     base.update({k: v for k, v in overrides.items() if v})
-    try:
-        profiles = {"default": LLMSettings(**base)}
-    except ValidationError as e:
-        raise ConfigError(_first_error(source, "[llm]", e)) from None
-    for name, section in raw.items():
-        if isinstance(section, Mapping):
-            try:
-                profiles[name] = LLMSettings(**{**base, **section})
-            except ValidationError as e:
-                raise ConfigError(_first_error(source, f"[llm.{name}]", e)) from None
-    return {
-        name: _check_api_type(source, "[llm]" if name == "default" else f"[llm.{name}]", llm, env)
-        for name, llm in profiles.items()
-    }
+    sections = {"default": {}, **{name: section for name, section in raw.items() if isinstance(section, Mapping)}}
+    profiles = {}
+    for name, section in sections.items():
+        try:
+            llm = LLMSettings(**{**base, **section})
+        except ValidationError as e:
+            raise ConfigError(_first_error(source, _llm_where(name), e)) from None
+        profiles[name] = _check_api_type(source, _llm_where(name), llm, env)
+    return profiles
 
 
 def _check_api_type(source: str, where: str, llm: LLMSettings, env: Mapping[str, str]) -> LLMSettings:
@@ -389,7 +392,7 @@ def _openmanus_sections(source: str, data: Mapping[str, Any], notes: list[str]) 
     """[runflow] use_data_analysis_agent and [mcp] server_reference; notes for
     what is accepted and not used."""
     for name, section in data.items():
-        if name not in OPENMANUS_KEYS or name in ("llm", "browser", "search"):
+        if name in OWN_SECTIONS or name not in OPENMANUS_KEYS:
             continue  # durable-manus's own sections, and those parsed with their models
         if not isinstance(section, Mapping):
             raise ConfigError(f"{source}: [{name}] must be a table")
@@ -448,7 +451,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         except RecursionError:
             raise ConfigError(f"{file}: not valid TOML (nested too deeply)") from None
 
-    unknown = set(data) - {"llm", "workspace", "tools", "worker", "search", "web", "browser", *OPENMANUS_KEYS}
+    unknown = set(data) - OWN_SECTIONS - OPENMANUS_KEYS.keys()
     if unknown:
         raise ConfigError(f"{source}: unknown section [{sorted(unknown)[0]}]")
     notes: list[str] = []
@@ -502,7 +505,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     web = _parse_web(source, data.get("web", {}))
     browser = _parse_browser(source, data.get("browser", {}), notes)
     server_wait = _server_wait(env)
-    mcp_servers = _mcp_servers(source, mcp_server_reference, env)
+    mcp_servers = _mcp_servers(file if source != "environment" else None, mcp_server_reference, env)
 
     return Settings(
         llm=llm,
@@ -581,10 +584,9 @@ def _parse_web(source: str, raw: Any) -> WebSettings:
     return web
 
 
-def _mcp_servers(source: str, reference: str | None, env: Mapping[str, str]) -> dict[str, Any]:
+def _mcp_servers(config_file: Path | None, reference: str | None, env: Mapping[str, str]) -> dict[str, Any]:
     from config.mcp_config import McpServerSettings, default_mcp_path, load_mcp_servers
 
-    config_file = None if source == "environment" else Path(source)
     servers = load_mcp_servers(default_mcp_path(config_file, env))
     if reference is not None and "reference" not in servers:
         servers["reference"] = McpServerSettings(kind="stdio", command=sys.executable, args=("-m", reference))
@@ -594,7 +596,7 @@ def _mcp_servers(source: str, reference: str | None, env: Mapping[str, str]) -> 
 def _server_wait(env: Mapping[str, str]) -> float:
     text = env.get("DURABLE_MANUS_SERVER_WAIT")
     if not text:
-        return 60.0
+        return DEFAULT_SERVER_WAIT
     try:
         seconds = float(text)
     except ValueError:
