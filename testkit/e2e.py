@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -34,6 +35,29 @@ STARTER_SCRIPT = REPO_DIR / "starter.py"
 
 _STRIPPED_PREFIXES = ("TEMPORAL_", "OPENAI_", "DURABLE_MANUS_", "TIKTOKEN_")
 _STRIPPED_NAMES = {"WORKSPACE_ROOT", "XDG_CONFIG_HOME", "PYTHONPATH"}
+
+
+def run_cli(
+    *args: str | bytes, env_extra: Mapping[str, str | None] | None = None, script: str = "starter.py"
+) -> subprocess.CompletedProcess:
+    """`script` (starter.py by default) run to its end with `args`, its output
+    captured: no inherited OPENAI_* / TEMPORAL_* / DURABLE_MANUS_* variables,
+    an unreachable TEMPORAL_ADDRESS, OPENAI_API_KEY=sk-test; `env_extra` is
+    applied last, a None value removing the variable."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "TEMPORAL_", "DURABLE_MANUS_"))}
+    env.update({"TEMPORAL_ADDRESS": "127.0.0.1:9", "OPENAI_API_KEY": "sk-test"})
+    env.update(env_extra or {})
+    env = {k: v for k, v in env.items() if v is not None}
+    return subprocess.run(
+        [sys.executable, script, *args], cwd=REPO_DIR, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def server_address(env) -> str:

@@ -21,7 +21,16 @@ import pytest
 
 from runtime.embedded_server import start_dev_server_command
 from runtime.worker_factory import build_worker
-from testkit.e2e import Child, child_env, server_address, start_starter, start_worker, unique_queue, wait_until
+from testkit.e2e import (
+    Child,
+    child_env,
+    free_port,
+    server_address,
+    start_starter,
+    start_worker,
+    unique_queue,
+    wait_until,
+)
 from testkit.fake_openai import Reply, python, terminate
 from testkit.settings import make_settings
 
@@ -202,12 +211,6 @@ async def test_a_run_terminated_from_outside_is_one_line(dev_env, env, fake_llm,
 
 
 # ---- the test's own server: limits, and killing it ----------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class OwnServer:

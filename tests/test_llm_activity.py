@@ -57,6 +57,24 @@ async def test_reasoning_models_get_max_completion_tokens_and_no_temperature(fak
     assert is_reasoning_model("o1") and not is_reasoning_model("gpt-4o")
 
 
+@pytest.mark.parametrize(
+    "model, reasoning",
+    [
+        ("gpt-5", True), ("gpt-5.1", True), ("gpt-5-mini-2025-08-07", True), ("openai/o3-mini", True),
+        ("o4-mini", True), ("gpt-5-chat-latest", False), ("gpt-4.1", False),
+    ],
+)
+async def test_reasoning_models_are_told_apart_by_name(fake_llm, model, reasoning):
+    fake_llm.turns = [Reply(content="ok")]
+    await think(think_with(fake_llm, model=model, max_tokens=900), request())
+    body = fake_llm.requests[-1].body
+    if reasoning:
+        assert body["max_completion_tokens"] == 900, model
+        assert "max_tokens" not in body and "temperature" not in body, model
+    else:
+        assert body["max_tokens"] == 900 and body["temperature"] == 0.0, model
+
+
 async def test_images_are_sent_as_content_parts(fake_llm):
     fake_llm.turns = [Reply(content="a cat")]
     req = ThinkRequest(messages=[user_message("what is this?", base64_image="QUJD")])
@@ -98,6 +116,28 @@ async def test_429_is_retryable_with_retry_after(fake_llm):
         await think(think_with(fake_llm), request())
     assert not err.value.non_retryable
     assert err.value.next_retry_delay == timedelta(seconds=7)
+
+
+async def test_retry_after_ms_sets_the_next_wait(fake_llm):
+    fake_llm.turns = [ErrorReply(429, retry_after=7, headers={"retry-after-ms": "1500"})]
+    with pytest.raises(ApplicationError) as err:
+        await think(think_with(fake_llm), request())
+    assert not err.value.non_retryable and err.value.next_retry_delay == timedelta(seconds=1.5)
+
+
+async def test_x_should_retry_false_is_not_retried(fake_llm):
+    fake_llm.turns = [ErrorReply(503, headers={"x-should-retry": "false"})]
+    with pytest.raises(ApplicationError) as err:
+        await think(think_with(fake_llm), request())
+    assert err.value.non_retryable and "503" in err.value.message and "says not to retry" in err.value.message
+
+
+async def test_x_should_retry_true_is_retried_even_for_a_rejection(fake_llm):
+    fake_llm.turns = [ErrorReply(400, headers={"x-should-retry": "true", "retry-after-ms": "250"})]
+    with pytest.raises(ApplicationError) as err:
+        await think(think_with(fake_llm), request())
+    assert not err.value.non_retryable and err.value.type == "LLMUnavailable"
+    assert err.value.next_retry_delay == timedelta(milliseconds=250)
 
 
 @pytest.mark.parametrize("status", [408, 409, 500, 503])

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from agent_model.mcp import (
 )
 from config.mcp_config import McpServerSettings, default_mcp_path, load_mcp_servers
 from config.settings import ConfigError
+from testkit.e2e import pid_alive
 from testkit.mcp_servers import REPO_DIR, STDIO_ARGS, HttpMcpServer
 
 
@@ -46,15 +46,6 @@ async def list_tools(pool: McpPool, *servers: str) -> McpToolList:
 async def call(pool: McpPool, server: str, tool: str, **arguments) -> McpCallResult:
     request = McpCallRequest(server=server, tool=tool, arguments=arguments)
     return await ActivityEnvironment().run(McpActivities(pool).call_tool, request)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    status = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    return status != "Z"
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +172,7 @@ async def test_a_server_that_dies_mid_call_is_restarted_for_the_next_call(pool):
         await call(pool, "local", "die")
     assert err.value.type == "McpUnavailable" and not err.value.non_retryable
     after = await call(pool, "local", "process_id")
-    assert after.output != before and not alive(int(before))
+    assert after.output != before and not pid_alive(int(before))
     assert after.tools_changed  # a restarted server may offer other tools
     assert not (await call(pool, "local", "echo", text="x")).tools_changed
 
@@ -259,14 +250,14 @@ async def test_close_all_leaves_no_server_process():
     pool = McpPool({"a": stdio(), "b": stdio()})
     servers = [int((await call(pool, s, "process_id")).output) for s in ("a", "b")]
     child = int((await call(pool, "a", "spawn")).output)
-    assert all(alive(pid) for pid in [*servers, child])
+    assert all(pid_alive(pid) for pid in [*servers, child])
     await pool.close_all()
-    assert not any(alive(pid) for pid in servers)
+    assert not any(pid_alive(pid) for pid in servers)
     for _ in range(100):  # the orphan was sent SIGKILL; it is gone once the kernel has run it
-        if not alive(child):
+        if not pid_alive(child):
             break
         await asyncio.sleep(0.02)
-    assert not alive(child)
+    assert not pid_alive(child)
     with pytest.raises(ApplicationError) as err:
         await call(pool, "a", "add", a=1, b=1)
     assert err.value.type == "McpUnavailable"

@@ -19,7 +19,16 @@ from mcp.client.stdio import stdio_client
 
 from runtime.cli import UsageError
 from runtime.command_line import McpServe, parse_command
-from testkit.e2e import REPO_DIR, STARTER_SCRIPT, child_env, server_address, start_starter, unique_queue, wait_until
+from testkit.e2e import (
+    REPO_DIR,
+    STARTER_SCRIPT,
+    child_env,
+    free_port,
+    server_address,
+    start_starter,
+    unique_queue,
+    wait_until,
+)
 from testkit.fake_openai import Reply, call, python, terminate, turn_of
 from tests.test_planning_flow import FlowScript, plan_reply
 
@@ -172,12 +181,6 @@ async def test_a_flow_is_followed_and_its_step_answered_over_stdio(dev_env, fake
         assert result["summary"] == "Summary: all went well." and len(result["step_runs"]) == 2
         steps = await session.call("run_steps", run_id=f"{flow}/step-1")
         assert [s["step"] for s in steps["steps"]] == [1, 2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def test_streamable_http_serves_the_same_tools(dev_env, fake_llm, tmp_path):

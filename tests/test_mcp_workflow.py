@@ -24,6 +24,7 @@ from agent_model.mcp import function_name_for
 from agent_model.profiles import get_profile
 from agent_model.run import AgentRunInput, AgentRunResult
 from config.mcp_config import McpServerSettings
+from config.settings import Settings
 from runtime.worker_factory import build_worker
 from testkit.e2e import child_env, server_address, start_starter, unique_queue, wait_for_activity_start, wait_until
 from testkit.fake_openai import Reply, call, terminate
@@ -38,9 +39,11 @@ def tool(tool_name: str, **arguments) -> Reply:
     return Reply(tool_calls=[call(function_name_for(SERVER, tool_name), arguments)])
 
 
-def mcp_settings(fake_llm, tmp_path):
-    server = McpServerSettings(kind="stdio", command=sys.executable, args=STDIO_ARGS)
-    return make_settings(fake_llm.base_url, tmp_path / "workspace").model_copy(update={"mcp_servers": {SERVER: server}})
+def mcp_settings(base_url: str, tmp_path, servers: dict[str, McpServerSettings] | None = None) -> Settings:
+    """Settings for a worker with `servers` (by default the stdio test server as SERVER)."""
+    if servers is None:
+        servers = {SERVER: McpServerSettings(kind="stdio", command=sys.executable, args=STDIO_ARGS)}
+    return make_settings(base_url, tmp_path / "workspace").model_copy(update={"mcp_servers": servers})
 
 
 def observation(result: AgentRunResult, step: int) -> str:
@@ -59,7 +62,7 @@ async def start_mcp_run(client, settings, task: str, name: str) -> WorkflowHandl
 
 
 async def test_an_mcp_run_lists_calls_survives_a_dead_server_and_sees_new_tools(dev_env, fake_llm, tmp_path):
-    settings = mcp_settings(fake_llm, tmp_path)
+    settings = mcp_settings(fake_llm.base_url, tmp_path)
     fake_llm.turns = [
         tool("add", a=2, b=3),
         tool("process_id"),
@@ -73,7 +76,7 @@ async def test_an_mcp_run_lists_calls_survives_a_dead_server_and_sees_new_tools(
         handle = await start_mcp_run(dev_env.client, settings, "Use the server.", "mcp")
         await wait_until(lambda: len(fake_llm.requests) >= 3, 30, "the slow call's think")
         await asyncio.sleep(0.8)
-        pid = int(json.loads(json.dumps(fake_llm.requests[2].messages))[-2]["content"])
+        pid = int(fake_llm.requests[2].messages[-2]["content"])
         os.kill(pid, signal.SIGKILL)
         result: AgentRunResult = await asyncio.wait_for(handle.result(), 60)
     history = await handle.fetch_history()
@@ -104,7 +107,7 @@ async def test_an_mcp_run_lists_calls_survives_a_dead_server_and_sees_new_tools(
 
 
 async def test_cancel_during_an_mcp_call_ends_the_run_and_the_server_serves_the_next_run(dev_env, fake_llm, tmp_path):
-    settings = mcp_settings(fake_llm, tmp_path)
+    settings = mcp_settings(fake_llm.base_url, tmp_path)
     fake_llm.turns = [tool("slow", seconds=120), terminate("never")]
     async with build_worker(dev_env.client, settings):
         handle = await start_mcp_run(dev_env.client, settings, "Wait on the server.", "mcp-cancel")
@@ -125,7 +128,7 @@ async def test_cancel_during_an_mcp_call_ends_the_run_and_the_server_serves_the_
 
 async def test_an_unreachable_server_is_a_note_to_the_model_not_a_failure(dev_env, fake_llm, tmp_path):
     broken = McpServerSettings(kind="stdio", command=str(tmp_path / "no-such-server"))
-    settings = make_settings(fake_llm.base_url, tmp_path / "workspace").model_copy(update={"mcp_servers": {"gone": broken}})
+    settings = mcp_settings(fake_llm.base_url, tmp_path, {"gone": broken})
     fake_llm.turns = [terminate("nothing to do")]
     async with build_worker(dev_env.client, settings):
         result: AgentRunResult = await (await start_mcp_run(dev_env.client, settings, "Use the server.", "mcp-gone")).result()
@@ -162,7 +165,7 @@ async def test_a_worker_without_the_mcp_package_says_so(monkeypatch, tmp_path, c
     from runtime.worker_factory import mcp_activities, mcp_pool, worker_resources
 
     monkeypatch.setitem(sys.modules, "activities.mcp.pool", None)  # its import now fails, as without mcp
-    settings = mcp_settings(type("Fake", (), {"base_url": "http://127.0.0.1:1/v1"})(), tmp_path)
+    settings = mcp_settings("http://127.0.0.1:1/v1", tmp_path)
     assert mcp_pool(settings) is None
     assert "mcp package cannot be loaded" in caplog.text
     resources = worker_resources(settings)
@@ -186,3 +189,4 @@ async def test_a_worker_without_servers_tells_the_model_so(tmp_path):
 
     listed = await ActivityEnvironment().run(McpActivities(McpPool({})).list_tools, McpListRequest())
     assert listed.tools == [] and "no MCP servers configured" in listed.problems[0]
+

@@ -3,32 +3,15 @@ its api_types reach their servers, and its provider quirks are handled."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from datetime import timedelta
-from pathlib import Path
-
 import pytest
-from temporalio.exceptions import ApplicationError
-from temporalio.testing import ActivityEnvironment
 
 import starter
 from activities.llm import LLMActivities
-from agent_model.llm_io import ThinkRequest
-from agent_model.messages import user_message
-from config.settings import (
-    OPENMANUS_KEYS,
-    BrowserSettings,
-    ConfigError,
-    LLMSettings,
-    SearchSettings,
-    load_settings,
-)
-from testkit.e2e import child_env, server_address, start_starter, unique_queue
-from testkit.fake_openai import ErrorReply, FakeOpenAI, Reply, terminate
-
-REPO = Path(__file__).resolve().parent.parent
+from config.settings import OPENMANUS_KEYS, BrowserSettings, ConfigError, LLMSettings, SearchSettings
+from testkit.e2e import child_env, run_cli, server_address, start_starter, unique_queue
+from testkit.fake_openai import FakeOpenAI, Reply, terminate
+from testkit.settings import config_error, load_config, write_config
+from tests.test_llm_activity import request, think
 
 # A config.toml as OpenManus's config.example.toml has it, every optional
 # section filled in (values made up for the test).
@@ -94,21 +77,11 @@ use_data_analysis_agent = true
 """
 
 
-def write(tmp_path: Path, text: str, name: str = "config.toml") -> Path:
-    path = tmp_path / name
-    path.write_text(text)
-    return path
-
-
-def load(tmp_path: Path, text: str, env: dict | None = None):
-    return load_settings(write(tmp_path, text), env=env or {})
-
-
 # ---- sections and keys ---------------------------------------------------------------
 
 
 def test_an_openmanus_config_loads_and_says_what_it_ignores(tmp_path):
-    settings = load(tmp_path, OPENMANUS_CONFIG.format(base_url="https://api.openai.com/v1"))
+    settings = load_config(tmp_path, OPENMANUS_CONFIG.format(base_url="https://api.openai.com/v1"))
     assert settings.llm["default"].max_tokens == 8192
     assert settings.llm["vision"].model == "gpt-4o-vision-test"
     assert settings.search.chain == ["google", "duckduckgo", "baidu", "bing"]
@@ -132,7 +105,7 @@ def test_openmanus_keys_of_the_sections_used_here_are_all_fields():
 
 
 def test_other_mcp_server_modules_and_older_sections(tmp_path):
-    settings = load(tmp_path, '[mcp]\nserver_reference = "my_tools.server"\n[agent]\nmax_steps = 30\n[runflow]\n')
+    settings = load_config(tmp_path, '[mcp]\nserver_reference = "my_tools.server"\n[agent]\nmax_steps = 30\n[runflow]\n')
     assert settings.mcp_server_reference == "my_tools.server"
     assert settings.runflow_data_analysis is False
     assert settings.notes == ("[agent] is ignored: durable-manus takes the step limit from each agent's "
@@ -140,7 +113,7 @@ def test_other_mcp_server_modules_and_older_sections(tmp_path):
 
 
 def test_a_proxy_without_a_server_is_no_proxy_as_in_openmanus(tmp_path):
-    settings = load(tmp_path, '[browser.proxy]\nserver = ""\n')
+    settings = load_config(tmp_path, '[browser.proxy]\nserver = ""\n')
     assert settings.browser.proxy is None
     assert settings.notes == ("[browser.proxy] is ignored: it has no server",)
 
@@ -158,9 +131,7 @@ def test_a_proxy_without_a_server_is_no_proxy_as_in_openmanus(tmp_path):
     ],
 )
 def test_misspelt_or_wrong_openmanus_keys_still_fail(tmp_path, text, message):
-    with pytest.raises(ConfigError) as err:
-        load(tmp_path, text)
-    assert message in str(err.value) and "\n" not in str(err.value)
+    assert message in config_error(tmp_path, text)
 
 
 # ---- api_type --------------------------------------------------------------------------
@@ -172,14 +143,14 @@ def test_misspelt_or_wrong_openmanus_keys_still_fail(tmp_path, text, message):
      ("openai-compatible", "openai-compatible")],
 )
 def test_openai_compatible_api_types_are_accepted(tmp_path, api_type, kind):
-    settings = load(tmp_path, f'[llm]\napi_type = "{api_type}"\napi_key = "k"\nbase_url = "http://h:1/v1"\n')
+    settings = load_config(tmp_path, f'[llm]\napi_type = "{api_type}"\napi_key = "k"\nbase_url = "http://h:1/v1"\n')
     assert settings.llm["default"].api_type == kind
     assert settings.llm["default"].base_url == "http://h:1/v1"
 
 
 def test_a_local_server_needs_no_key_but_a_hosted_one_does(tmp_path):
-    load(tmp_path, '[llm]\napi_type = "ollama"\nmodel = "llama3.2"\n').require_api_keys()
-    hosted = load(tmp_path, '[llm]\napi_type = "deepseek"\nmodel = "deepseek-chat"\n')
+    load_config(tmp_path, '[llm]\napi_type = "ollama"\nmodel = "llama3.2"\n').require_api_keys()
+    hosted = load_config(tmp_path, '[llm]\napi_type = "deepseek"\nmodel = "deepseek-chat"\n')
     with pytest.raises(ConfigError, match=r"\[llm\] api_key is missing"):
         hosted.require_api_keys()
 
@@ -202,23 +173,13 @@ def test_a_local_server_needs_no_key_but_a_hosted_one_does(tmp_path):
     ids=["aws", "azure-without-version", "misspelt", "aws-in-a-profile"],
 )
 def test_api_types_that_cannot_work_fail_at_load(tmp_path, text, message):
-    with pytest.raises(ConfigError) as err:
-        load(tmp_path, text)
-    assert message in str(err.value) and "\n" not in str(err.value)
+    assert message in config_error(tmp_path, text)
 
 
 def test_azure_api_version_may_come_from_the_environment(tmp_path):
     text = '[llm]\napi_type = "azure"\nbase_url = "https://res.openai.azure.com"\n'
-    settings = load(tmp_path, text, env={"OPENAI_API_VERSION": "2024-10-21"})
+    settings = load_config(tmp_path, text, env={"OPENAI_API_VERSION": "2024-10-21"})
     assert settings.llm["default"].api_version == "2024-10-21"
-
-
-def request(text: str = "hello") -> ThinkRequest:
-    return ThinkRequest(system_prompt="be brief", messages=[user_message(text)])
-
-
-async def think(settings, req: ThinkRequest | None = None):
-    return await ActivityEnvironment().run(LLMActivities(settings.llm).think, req or request())
 
 
 AZURE_PATH = "/openai/deployments/gpt-4o-mini/chat/completions"
@@ -234,7 +195,7 @@ async def test_azure_requests_go_to_the_deployment_with_the_api_version(tmp_path
                 f'[llm]\napi_type = "azure"\nmodel = "gpt-4o-mini"\nbase_url = "{base_url}"\n'
                 'api_key = "azure-key"\napi_version = "2024-08-01-preview"\n'
             )
-            response = await think(load(tmp_path, text))
+            response = await think(LLMActivities(load_config(tmp_path, text).llm), request())
             assert response.message.content == "from azure", base_url
             sent = fake.requests[-1]
             assert (sent.path, sent.query) == (AZURE_PATH, "api-version=2024-08-01-preview"), base_url
@@ -244,54 +205,9 @@ async def test_azure_requests_go_to_the_deployment_with_the_api_version(tmp_path
 async def test_a_keyless_ollama_server_is_called_without_a_key(tmp_path):
     with FakeOpenAI(turns=[Reply(content="local")], api_key=None) as fake:
         text = f'[llm]\napi_type = "ollama"\nmodel = "llama3.2"\nbase_url = "{fake.base_url}"\n'
-        response = await think(load(tmp_path, text, env={"OPENAI_API_KEY": ""}))
+        response = await think(LLMActivities(load_config(tmp_path, text, env={"OPENAI_API_KEY": ""}).llm), request())
     assert response.message.content == "local"
     assert fake.requests[0].body["model"] == "llama3.2"
-
-
-# ---- provider quirks -------------------------------------------------------------------
-
-
-async def test_reasoning_models_get_max_completion_tokens_and_no_temperature(tmp_path):
-    with FakeOpenAI(turns=[Reply(content="ok")], api_key="k") as fake:
-        for model, reasoning in [
-            ("gpt-5", True), ("gpt-5.1", True), ("gpt-5-mini-2025-08-07", True), ("openai/o3-mini", True),
-            ("o4-mini", True), ("gpt-5-chat-latest", False), ("gpt-4.1", False),
-        ]:
-            text = f'[llm]\nmodel = "{model}"\nbase_url = "{fake.base_url}"\napi_key = "k"\nmax_tokens = 900\n'
-            await think(load(tmp_path, text))
-            body = fake.requests[-1].body
-            if reasoning:
-                assert body["max_completion_tokens"] == 900, model
-                assert "max_tokens" not in body and "temperature" not in body, model
-            else:
-                assert body["max_tokens"] == 900 and body["temperature"] == 0.0, model
-
-
-async def failure(tmp_path, fake, reply) -> ApplicationError:
-    """The error a think raises when the fake answers with `reply`."""
-    fake.turns = [reply]
-    text = f'[llm]\nmodel = "gpt-4o"\nbase_url = "{fake.base_url}"\napi_key = "test-key"\n'
-    with pytest.raises(ApplicationError) as err:
-        await think(load(tmp_path, text))
-    return err.value
-
-
-async def test_retry_after_ms_sets_the_next_wait(tmp_path, fake_llm):
-    error = await failure(tmp_path, fake_llm, ErrorReply(429, retry_after=7, headers={"retry-after-ms": "1500"}))
-    assert not error.non_retryable and error.next_retry_delay == timedelta(seconds=1.5)
-
-
-async def test_x_should_retry_false_is_not_retried(tmp_path, fake_llm):
-    error = await failure(tmp_path, fake_llm, ErrorReply(503, headers={"x-should-retry": "false"}))
-    assert error.non_retryable and "503" in error.message and "says not to retry" in error.message
-
-
-async def test_x_should_retry_true_is_retried_even_for_a_rejection(tmp_path, fake_llm):
-    reply = ErrorReply(400, headers={"x-should-retry": "true", "retry-after-ms": "250"})
-    error = await failure(tmp_path, fake_llm, reply)
-    assert not error.non_retryable and error.type == "LLMUnavailable"
-    assert error.next_retry_delay == timedelta(milliseconds=250)
 
 
 # ---- the starter's --llm ---------------------------------------------------------------
@@ -304,22 +220,16 @@ def test_llm_option_is_part_of_the_run_command():
         starter.parse_command(["--llm", " ", "do it"])
 
 
-def run_cli(*args: str, env_extra: dict | None = None, script: str = "starter.py") -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "TEMPORAL_", "DURABLE_MANUS_"))}
-    env.update({"TEMPORAL_ADDRESS": "127.0.0.1:9", **(env_extra or {})})
-    return subprocess.run([sys.executable, script, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
-
-
 def test_an_unknown_llm_name_is_one_line_listing_the_known_ones(tmp_path):
-    config = write(tmp_path, '[llm]\napi_key = "k"\n[llm.fast]\nmodel = "gpt-4o-mini"\n')
-    proc = run_cli("--config", str(config), "--llm", "fastest", "do it")
+    config = write_config(tmp_path, '[llm]\napi_key = "k"\n[llm.fast]\nmodel = "gpt-4o-mini"\n')
+    proc = run_cli("--config", str(config), "--llm", "fastest", "do it", env_extra={"OPENAI_API_KEY": None})
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip() == f"starter: --llm fastest: {config} has no [llm.fastest] (known: default, fast)"
 
 
 def test_the_worker_logs_the_notes(tmp_path):
-    config = write(tmp_path, '[llm]\napi_key = "k"\n[sandbox]\nuse_sandbox = false\n[tools]\nsandbox = "none"\n')
-    env = {"DURABLE_MANUS_CONFIG": str(config), "WORKSPACE_ROOT": str(tmp_path / "ws")}
+    config = write_config(tmp_path, '[llm]\napi_key = "k"\n[sandbox]\nuse_sandbox = false\n[tools]\nsandbox = "none"\n')
+    env = {"OPENAI_API_KEY": None, "DURABLE_MANUS_CONFIG": str(config), "WORKSPACE_ROOT": str(tmp_path / "ws")}
     proc = run_cli("--connect-timeout", "1", script="worker.py", env_extra=env)
     assert proc.returncode == 2, proc.stderr  # no Temporal server: the notes came before
     assert "INFO root: config: [sandbox] is ignored: it configures OpenManus's Docker sandbox" in proc.stderr
@@ -327,7 +237,7 @@ def test_the_worker_logs_the_notes(tmp_path):
 
 async def test_a_run_with_llm_fast_thinks_on_the_fast_server(dev_env, tmp_path):
     with FakeOpenAI(turns=[]) as default, FakeOpenAI(turns=[terminate("fast answer")], api_key="fast-key") as fast:
-        config = write(
+        config = write_config(
             tmp_path,
             f'[llm]\nmodel = "gpt-4o"\nbase_url = "{default.base_url}"\napi_key = "test-key"\n'
             f'[llm.fast]\nmodel = "gpt-4o-mini"\nbase_url = "{fast.base_url}"\napi_key = "fast-key"\n',

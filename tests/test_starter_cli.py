@@ -11,7 +11,6 @@ import shlex
 import signal
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -23,21 +22,11 @@ from agent_model.flow import DEFAULT_FLOW_TIMEOUT_SECONDS
 from runtime.connection import DEFAULT_ADDRESS
 from runtime.task_queue import live_workers
 from runtime.worker_factory import build_worker
-from testkit.e2e import child_env, server_address, start_starter, unique_queue, wait_until
+from testkit.e2e import child_env, run_cli, server_address, start_starter, unique_queue, wait_until
 from testkit.fake_openai import Reply, call, terminate
 from testkit.settings import make_settings
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def run_cli(*args: str | bytes, env_extra: dict | None = None, script: str = "starter.py") -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "TEMPORAL_", "DURABLE_MANUS_"))}
-    env.update({"TEMPORAL_ADDRESS": "127.0.0.1:9", "OPENAI_API_KEY": "sk-test"})
-    env.update(env_extra or {})
-    env = {k: v for k, v in env.items() if v is not None}
-    return subprocess.run(
-        [sys.executable, script, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
-    )
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, expected: str) -> None:

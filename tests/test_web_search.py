@@ -11,10 +11,10 @@ from activities.redaction import worker_secrets
 from activities.web.access import WebAccess
 from activities.web.engines import Query
 from activities.web.search import WebSearch
-from config.settings import ConfigError, SearchSettings, load_settings
+from config.settings import ConfigError, SearchSettings
 from testkit import fake_web
 from testkit.fake_web import Answer, FakeWeb
-from testkit.settings import make_settings
+from testkit.settings import config_error, load_config, make_settings
 
 RESULTS = [
     ("Temporal durable execution", "https://docs.temporal.io/workflows", "Workflows are durable functions."),
@@ -197,14 +197,8 @@ async def test_a_loopback_engine_is_refused_unless_allowed(web):
 # --- configuration --------------------------------------------------------------
 
 
-def load(tmp_path, text: str, env: dict | None = None):
-    path = tmp_path / "config.toml"
-    path.write_text(text)
-    return load_settings(path, env=env or {})
-
-
 def test_search_and_web_sections_are_read(tmp_path):
-    settings = load(tmp_path, """
+    settings = load_config(tmp_path, """
 [search]
 engine = "Google"
 fallback_engines = ["DuckDuckGo", "searxng", "brave"]
@@ -235,7 +229,7 @@ max_chars = 5000
 
 
 def test_defaults_follow_openmanus(tmp_path):
-    search = load(tmp_path, "").search
+    search = load_config(tmp_path, "").search
     assert (search.engine, search.retry_delay, search.max_retries, search.lang, search.country) == ("duckduckgo", 60, 3, "en", "us")
 
 
@@ -254,16 +248,14 @@ def test_defaults_follow_openmanus(tmp_path):
     ('search = "google"', "[search] must be a table"),
 ])
 def test_a_bad_search_or_web_config_is_one_line(tmp_path, text, message):
-    with pytest.raises(ConfigError) as raised:
-        load(tmp_path, text)
-    assert message in str(raised.value) and "\n" not in str(raised.value)
+    assert message in config_error(tmp_path, text)
 
 
 def test_a_keyed_engine_without_its_key_stops_the_worker_at_start(tmp_path):
-    settings = load(tmp_path, '[llm]\napi_key = "sk-test-123456"\n[search]\nfallback_engines = ["tavily"]')
+    settings = load_config(tmp_path, '[llm]\napi_key = "sk-test-123456"\n[search]\nfallback_engines = ["tavily"]')
     with pytest.raises(ConfigError, match=r"\[search\] tavily is in the engine chain but has no key; set TAVILY_API_KEY"):
         settings.require_api_keys()
-    with_key = load(tmp_path, '[llm]\napi_key = "sk-test-123456"\n[search]\nfallback_engines = ["tavily"]', env={"TAVILY_API_KEY": "tvly-abcdefgh"})
+    with_key = load_config(tmp_path, '[llm]\napi_key = "sk-test-123456"\n[search]\nfallback_engines = ["tavily"]', env={"TAVILY_API_KEY": "tvly-abcdefgh"})
     with_key.require_api_keys()
 
 
