@@ -38,30 +38,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TextIO
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
 import worker as worker_script
-from activities.tools.sandbox import SandboxUnavailable
 from agent_model.flow import PlanningFlowResult
-from agent_model.profiles import UnknownAgent
 from agent_model.run import AgentRunResult
-from config.settings import ConfigError, Settings, load_settings
+from config.settings import Settings, load_settings
 from runtime.ad_hoc_mcp import with_ad_hoc_server
 from runtime import run_control
-from runtime.cli import UsageError, exit_now
+from runtime.cli import USER_ERRORS, UsageError, exit_now
 from runtime.command_line import (
     FOLLOWS_A_RUN, Answer, Attach, Cancel, Command, ListRuns, McpServe, Result, Rewind, Run, ServeWorker, Show,
     StartServer, parse_command,
 )
-from runtime.connection import TemporalUnreachable, connect_config, is_unreachable
+from runtime.connection import connect_config, is_unreachable
 from runtime.embedded_server import web_ui_url
 from runtime.follow import ServerLost, Watch, follow, follow_flow
 from runtime.in_process_worker import InProcessWorker
-from runtime.run_control import RunControlError, RunEnded
+from runtime.run_control import RunEnded
 from runtime.run_start import check_task_fits, report_worker_for_detached, start_agent_run, start_planning_flow
 from runtime.server_choice import connect_for, start_server
 
@@ -93,7 +91,7 @@ def report(result: AgentRunResult, out) -> int:
 
 
 async def run_handle(
-    client: Client, settings: Settings, command: Run | Attach | Rewind, out, mcp_servers: tuple[str, ...] | None = None
+    client: Client, settings: Settings, command: Run | Attach | Rewind, out
 ) -> tuple[WorkflowHandle, bool]:
     """The run the command follows (started, rewound or found), and whether it is a PlanningFlow."""
     if isinstance(command, Run):
@@ -106,7 +104,7 @@ async def run_handle(
             )
             return flow, True
         return await start_agent_run(
-            client, settings, command.task, agent=command.agent, mcp_servers=mcp_servers, **options
+            client, settings, command.task, agent=command.agent, mcp_servers=command.mcp_servers, **options
         ), False
     if isinstance(command, Rewind):
         await run_control.rewind(client, command.run_id, command.to_step, out)
@@ -126,13 +124,13 @@ async def execute(command: Command, following: Following | None = None, out: Tex
             raise UsageError(f"mcp-server needs the MCP SDK ({e}): pip install mcp") from None
         return await mcp_server.serve(command.config, command.http, command.worker)
     settings = load_settings(command.config)
-    if isinstance(command, (Run, Attach, Rewind)):
+    if isinstance(command, FOLLOWS_A_RUN):
         for note in settings.notes:  # config keys of OpenManus's that are not used here
             print(f"config: {note}", file=sys.stderr)
-    mcp_servers = None
     if isinstance(command, Run):
         settings, mcp_servers = with_ad_hoc_server(settings, command)
-        if command.agent == "mcp" and not mcp_servers and not settings.mcp_servers:
+        command = replace(command, mcp_servers=mcp_servers)
+        if command.agent == "mcp" and not command.mcp_servers and not settings.mcp_servers:
             # Not an error: the workers' mcp.json may have servers this machine's has not.
             print(
                 "starter: no MCP server is configured here (config/mcp.json); the run gets the workers' "
@@ -163,7 +161,7 @@ async def execute(command: Command, following: Following | None = None, out: Tex
                 await run_control.cancel(client, command.run_id, out)
             return 0
 
-        handle, is_flow = await run_handle(client, settings, command, out, mcp_servers)
+        handle, is_flow = await run_handle(client, settings, command, out)
         if following is not None:
             following.run_id = handle.id
         print(f"run {handle.id}\nWeb UI: {web_ui_url(handle.id, client.namespace)}", file=out, flush=True)
@@ -191,14 +189,9 @@ def main(argv: list[str] | None = None) -> int:
         # in-process worker whose server is gone may never end. The process
         # exits with os._exit (exit_now) right after this returns.
         return asyncio.Runner().run(execute(command, following))
-    except (
-        UsageError, UnknownAgent, ConfigError, TemporalUnreachable, FileNotFoundError, RunControlError, SandboxUnavailable
-    ) as e:
+    except USER_ERRORS as e:
         print(f"starter: {e}", file=sys.stderr)
-        return 2
-    except RunEnded as e:
-        print(f"starter: {e}", file=sys.stderr)
-        return 1
+        return 1 if isinstance(e, RunEnded) else 2
     except ServerLost:
         return EXIT_SERVER_LOST  # the line saying so is out already
     except RPCError as e:

@@ -100,7 +100,7 @@ def _server(file: Path, server_id: str, raw: Any) -> McpServerSettings:
             env=_string_map(where, "env", raw.get("env") or {}),
         )
     url = raw.get("url")
-    if not isinstance(url, str) or not _is_http_url(url):
+    if not isinstance(url, str) or not is_http_url(url):
         raise ConfigError(f"{where}: url must be an http(s) URL, not {url!r}")
     return McpServerSettings(kind=kind, url=url, headers=_string_map(where, "headers", raw.get("headers") or {}))
 
@@ -111,7 +111,7 @@ def _kind(where: str, raw: dict[str, Any]) -> Literal["stdio", "sse", "http"]:
         if "command" in raw:
             return "stdio"
         if isinstance(raw.get("url"), str):
-            return "sse" if urlsplit(raw["url"]).path.rstrip("/").endswith("/sse") else "http"
+            return url_kind(raw["url"])
         raise ConfigError(f"{where}: type is missing and neither command nor url says which")
     kind = KINDS.get(given.lower()) if isinstance(given, str) else None
     if kind is None:
@@ -131,6 +131,16 @@ def _string_map(where: str, field: str, value: Any) -> dict[str, str]:
     return dict(value)
 
 
-def _is_http_url(url: str) -> bool:
-    parts = urlsplit(url)
-    return parts.scheme in ("http", "https") and bool(parts.hostname)
+def url_kind(url: str) -> Literal["sse", "http"]:
+    """The transport a server URL means when no type says: SSE when its path
+    ends in /sse, streamable HTTP otherwise."""
+    return "sse" if urlsplit(url).path.rstrip("/").endswith("/sse") else "http"
+
+
+def is_http_url(url: str) -> bool:
+    """An http(s) URL with a host."""
+    try:
+        parts = urlsplit(url)
+        return parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # e.g. an unclosed [IPv6 host
+        return False

@@ -12,9 +12,8 @@ queue (for servers that outlive one command, use mcp.json).
 from __future__ import annotations
 
 import uuid
-from urllib.parse import urlsplit
 
-from config.mcp_config import McpServerSettings
+from config.mcp_config import McpServerSettings, url_kind
 from config.settings import Settings
 from runtime.command_line import Run
 
@@ -28,8 +27,7 @@ def with_ad_hoc_server(settings: Settings, command: Run) -> tuple[Settings, tupl
     if command.mcp_command:
         server = McpServerSettings(kind="stdio", command=command.mcp_command[0], args=command.mcp_command[1:])
     else:
-        kind = "sse" if urlsplit(command.mcp_url).path.rstrip("/").endswith("/sse") else "http"
-        server = McpServerSettings(kind=kind, url=command.mcp_url)
+        server = McpServerSettings(kind=url_kind(command.mcp_url), url=command.mcp_url)
     private = settings.model_copy(update={
         "task_queue": f"{settings.task_queue}-mcp-{uuid.uuid4().hex[:12]}",
         "mcp_servers": {**settings.mcp_servers, AD_HOC_SERVER: server},

@@ -1,4 +1,4 @@
-"""Process exit and Temporal's log output for the command-line entry points."""
+"""Process exit, Temporal's log output and the user's errors for the command-line entry points."""
 
 from __future__ import annotations
 
@@ -8,6 +8,12 @@ import os
 import sys
 
 from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
+
+from activities.tools.sandbox import SandboxUnavailable
+from agent_model.profiles import UnknownAgent
+from config.settings import ConfigError
+from runtime.connection import TemporalUnreachable
+from runtime.run_control import RunControlError, RunEnded
 
 
 def exit_now(code: int) -> None:
@@ -82,3 +88,11 @@ def cli_runtime(prefix: str = "starter: ") -> Runtime:
 
 class UsageError(Exception):
     """Bad input to a command; the message is one line for the user (exit 2)."""
+
+
+USER_ERRORS = (
+    UsageError, UnknownAgent, ConfigError, TemporalUnreachable, FileNotFoundError, RunControlError, SandboxUnavailable,
+    RunEnded,
+)
+"""Failures whose message is already one line for the user: the starter's
+exit 2 (RunEnded: 1), an MCP tool's error line."""

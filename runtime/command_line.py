@@ -14,11 +14,11 @@ import argparse
 import shlex
 from dataclasses import dataclass
 from typing import ClassVar, Sequence
-from urllib.parse import urlsplit
 
 import worker as worker_script  # the `worker` command takes worker.py's own options
 from agent_model.flow import DEFAULT_FLOW_TIMEOUT_SECONDS, FINALIZE_RESERVE_SECONDS
 from agent_model.profiles import BUILTIN_PROFILES, get_profile
+from config.mcp_config import is_http_url
 from runtime.cli import UsageError
 
 # ---- the commands --------------------------------------------------------------------
@@ -200,14 +200,35 @@ def add_config(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="config file (default: config/config.toml or $DURABLE_MANUS_CONFIG)")
 
 
+def add_new_run_options(parser: argparse.ArgumentParser, flow: bool) -> None:
+    """--max-steps, --llm and --id, which every command that starts a run takes
+    (checked by check_new_run_options); `flow`: the command may start a flow."""
+    in_flow = " (each agent's, in a flow)" if flow else ""
+    parser.add_argument("--max-steps", type=int, help=f"override the agent's step limit{in_flow}")
+    in_flow = " (a flow's planner and agents too)" if flow else ""
+    parser.add_argument(
+        "--llm", metavar="NAME", help=f"the config's [llm.NAME] for every think of the run{in_flow}; default: [llm]"
+    )
+    parser.add_argument("--id", dest="run_id", metavar="ID", help="workflow id for the new run (default: generated)")
+
+
+def check_task(task: str | None, usage: str) -> None:
+    if not task or not task.strip():
+        raise UsageError(f"the task is empty; usage: {usage}")
+
+
+def check_new_run_options(args: argparse.Namespace) -> None:
+    """The options add_new_run_options adds, checked."""
+    if args.max_steps is not None and args.max_steps < 1:
+        raise UsageError("--max-steps must be at least 1")
+    if args.llm is not None and not args.llm.strip():
+        raise UsageError("--llm needs the name of an [llm.NAME] section")
+
+
 def add_run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("task", nargs="?", help="what the agent should do")
     run.add_argument("--agent", default="manus", help=f"agent profile ({', '.join(BUILTIN_PROFILES)}); default manus")
-    run.add_argument("--max-steps", type=int, help="override the agent's step limit (each agent's, in a flow)")
-    run.add_argument(
-        "--llm", metavar="NAME",
-        help="the config's [llm.NAME] for every think of the run (a flow's planner and agents too); default: [llm]",
-    )
+    add_new_run_options(run, flow=True)
     run.add_argument(
         "--steps-per-run", type=int,
         help="go on in a new Temporal execution every N steps (default: when the history grows large)",
@@ -221,7 +242,6 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
         help=f"with --flow: the flow's time bound in seconds (default {DEFAULT_FLOW_TIMEOUT_SECONDS:.0f})",
     )
     add_config(run)
-    run.add_argument("--id", dest="run_id", metavar="ID", help="workflow id for the new run (default: generated)")
     run.add_argument("--detach", action="store_true", help="start the run, print its id and exit")
     add_worker_mode(run)
     # The old command flags, kept for scripts; parse_command maps each onto its command.
@@ -293,9 +313,7 @@ def add_mcp_run_options(mcp: argparse.ArgumentParser) -> None:
     )
     mcp.add_argument("--command", dest="server_command", metavar="CMD", help='start a stdio MCP server for this run, e.g. "npx -y @scope/server"')
     mcp.add_argument("--url", metavar="URL", help="connect this run to an MCP server over HTTP (a URL ending in /sse: SSE)")
-    mcp.add_argument("--max-steps", type=int, help="override the agent's step limit")
-    mcp.add_argument("--llm", metavar="NAME", help="the config's [llm.NAME] for the run's thinks")
-    mcp.add_argument("--id", dest="run_id", metavar="ID", help="workflow id for the new run (default: generated)")
+    add_new_run_options(mcp, flow=False)
     add_config(mcp)
 
 
@@ -337,7 +355,13 @@ def parse_command(argv: Sequence[str]) -> Command:
 
 def not_utf8(args: argparse.Namespace) -> str | None:
     """The first argument that is not valid UTF-8 (it cannot be sent to Temporal), named."""
-    names = {"task": "the task", "text": "the answer", "run_id": "--id" if args.command == "run" else "the run id"}
+    new_run = args.command in ("run", "mcp")
+    names = {
+        "task": "the task",
+        "text": "the answer",
+        "run_id": "--id" if new_run else "the run id",
+        "server_command": "--command",
+    }
     for dest, value in vars(args).items():
         for text in value if isinstance(value, list) else [value]:
             if isinstance(text, str) and not text.isascii():
@@ -356,8 +380,7 @@ def run_or_old_form(args: argparse.Namespace, named: bool) -> Command:
         return old_form(args, old[0])
     if args.to_step is not None:
         raise UsageError("--to-step goes with --rewind")
-    if not args.task or not args.task.strip():
-        raise UsageError('the task is empty; usage: python starter.py "what the agent should do"')
+    check_task(args.task, 'python starter.py "what the agent should do"')
     if not named and args.task in COMMANDS:
         raise UsageError(
             f"{args.task!r} after options is ambiguous: for the command put it first "
@@ -366,10 +389,7 @@ def run_or_old_form(args: argparse.Namespace, named: bool) -> Command:
     get_profile(args.agent)  # UnknownAgent is a ValueError with a clear message
     if args.steps_per_run is not None and args.steps_per_run < 1:
         raise UsageError("--steps-per-run must be at least 1")
-    if args.max_steps is not None and args.max_steps < 1:
-        raise UsageError("--max-steps must be at least 1")
-    if args.llm is not None and not args.llm.strip():
-        raise UsageError("--llm needs the name of an [llm.NAME] section")
+    check_new_run_options(args)
     agents = (args.agent,)
     if args.flow:
         agents = tuple(a.strip() for a in args.agents.split(",") if a.strip())
@@ -388,8 +408,7 @@ def run_or_old_form(args: argparse.Namespace, named: bool) -> Command:
 
 def mcp_run(args: argparse.Namespace) -> Run:
     """`mcp`: a run of the mcp agent; its servers by id, command or URL."""
-    if not args.task.strip():
-        raise UsageError('the task is empty; usage: python starter.py mcp "what the agent should do" [--server ID]')
+    check_task(args.task, 'python starter.py mcp "what the agent should do" [--server ID]')
     if args.server_command is not None and args.url is not None:
         raise UsageError("give --command or --url, not both")
     try:
@@ -398,10 +417,9 @@ def mcp_run(args: argparse.Namespace) -> Run:
         raise UsageError(f"--command: {e}") from None
     if args.server_command is not None and not command:
         raise UsageError("--command is empty")
-    if args.url is not None and urlsplit(args.url).scheme not in ("http", "https"):
+    if args.url is not None and not is_http_url(args.url):
         raise UsageError(f"--url must be an http(s) URL, not {args.url!r}")
-    if args.max_steps is not None and args.max_steps < 1:
-        raise UsageError("--max-steps must be at least 1")
+    check_new_run_options(args)
     servers = tuple(dict.fromkeys(args.server))
     ad_hoc = bool(command) or args.url is not None
     return Run(

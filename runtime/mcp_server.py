@@ -29,23 +29,21 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field, ValidationError
-from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowFailureError
 from temporalio.service import RPCError
 
-from activities.tools.sandbox import SandboxUnavailable
 from agent_model.flow import DEFAULT_FLOW_TIMEOUT_SECONDS, FINALIZE_RESERVE_SECONDS, PlanningFlowResult
-from agent_model.payload import first_within
 from agent_model.plan import Plan
-from agent_model.profiles import BUILTIN_PROFILES, UnknownAgent, get_profile
-from agent_model.run import AgentRunResult, AgentStatus, HumanQuestion, StepRecord
+from agent_model.profiles import BUILTIN_PROFILES
+from agent_model.run import AgentRunResult, AgentStatus, HumanQuestion
 from agent_model.state import AgentState
-from config.settings import ConfigError, Settings, load_settings
+from config.settings import Settings, load_settings
 from runtime import run_control
-from runtime.cli import UsageError
-from runtime.connection import TemporalUnreachable, connect_config, is_unreachable
+from runtime.cli import USER_ERRORS, UsageError
+from runtime.connection import connect_config, is_unreachable
 from runtime.embedded_server import web_ui_url
 from runtime.in_process_worker import InProcessWorker
-from runtime.run_control import RunControlError, RunEnded, one_line
+from runtime.run_control import LIST_LIMIT, RunControlError, RunEnded, StepsPage, one_line
 from runtime.run_start import check_task_fits, report_worker_for_detached, start_agent_run, start_planning_flow
 from runtime.server_choice import connect_for
 from workflows import search_attributes
@@ -110,15 +108,8 @@ class Runs:
 
 # ---- errors ----------------------------------------------------------------------------
 
-EXPECTED = (
-    RunControlError, RunEnded, UsageError, UnknownAgent, TemporalUnreachable, ConfigError, SandboxUnavailable,
-    FileNotFoundError,
-)
-"""Failures whose message is already one line for the user."""
-
-
 def failure_line(error: Exception) -> str:
-    if isinstance(error, EXPECTED):
+    if isinstance(error, USER_ERRORS):
         return one_line(str(error))
     if isinstance(error, RPCError):
         if is_unreachable(error):
@@ -157,6 +148,13 @@ def run_id_of(value: str) -> str:
     value = sendable(value, "the run id").strip()
     if not value:
         raise ToolError("the run id is empty")
+    return value
+
+
+def task_of(value: str) -> str:
+    value = sendable(value, "the task")
+    if not value.strip():
+        raise ToolError("the task is empty")
     return value
 
 
@@ -208,25 +206,27 @@ def result_fields(result: AgentRunResult | PlanningFlowResult) -> dict[str, Any]
     return flow_result_fields(result) if isinstance(result, PlanningFlowResult) else agent_result_fields(result)
 
 
-def closed_state(description: WorkflowExecutionDescription) -> str:
-    """A closed run's state when it has no result: Temporal's word for how it ended."""
-    if description.status == WorkflowExecutionStatus.CANCELED:
-        return AgentState.CANCELLED.value
-    return description.status.name if description.status else "UNKNOWN"
-
-
 def kind_of(description: WorkflowExecutionDescription) -> str:
     return "flow" if run_control.is_flow(description) else "agent"
 
 
-async def ended_fields(client: Client, run_id: str, description: WorkflowExecutionDescription) -> dict[str, Any]:
-    """A closed run: its result, or how it ended without one."""
-    try:
-        result = await run_control.finished_result(client, run_id, description)
-    except RunEnded as e:
-        step = description.typed_search_attributes.get(search_attributes.AGENT_STEP)
-        return {"kind": kind_of(description), "state": closed_state(description), "step": step, "note": str(e)}
-    return result_fields(result)
+async def ended_fields(
+    client: Client,
+    run_id: str,
+    description: WorkflowExecutionDescription,
+    failure: WorkflowFailureError | None = None,
+) -> dict[str, Any]:
+    """A closed run: its result, or how it ended without one (`failure`, when
+    already known, saves asking for the result again)."""
+    if failure is None:
+        try:
+            return result_fields(await run_control.finished_result(client, run_id, description))
+        except RunEnded as e:
+            note = str(e)
+    else:
+        note = await run_control.ended_line(client, run_id, failure, description)
+    step = description.typed_search_attributes.get(search_attributes.AGENT_STEP)
+    return {"kind": kind_of(description), "state": run_control.closed_state(description), "step": step, "note": note}
 
 
 async def running_agent_status(
@@ -266,11 +266,14 @@ async def running_flow_status(client: Client, run_id: str) -> dict[str, Any]:
     except RunControlError as e:
         no_worker = {"plan": None, "step_runs": [], "pending_question": None, "note": str(e)}
         return {"kind": "flow", "state": AgentState.RUNNING.value, **no_worker}
-    try:
-        handle, question = await run_control.question_target(client, run_id)
-        pending = question_of(question, handle.id)
-    except RunControlError:
-        pending = None  # no step running, or it asks nothing
+    pending = None
+    working = run_control.working_step(plan)
+    if working is not None:
+        try:
+            handle, question = await run_control.waiting_question(client, working)
+            pending = question_of(question, handle.id)
+        except RunControlError:
+            pass  # it asks nothing, or no worker answers for it
     return {
         "kind": "flow",
         "state": AgentState.RUNNING.value,
@@ -281,15 +284,13 @@ async def running_flow_status(client: Client, run_id: str) -> dict[str, Any]:
     }
 
 
-def steps_answer(run_id: str, since: int, page: list[StepRecord], more: bool) -> dict[str, Any]:
-    kept = first_within(page, STEPS_PAGE_BYTES) if page else []
-    next_since = kept[-1].step if kept else since
+def steps_answer(run_id: str, since: int, page: StepsPage) -> dict[str, Any]:
     return {
         "run_id": run_id,
         "since": since,
-        "steps": [record.model_dump(mode="json") for record in kept],
-        "next_since": next_since,
-        "more": more or len(kept) < len(page),
+        "steps": [record.model_dump(mode="json") for record in page.records],
+        "next_since": page.records[-1].step if page.records else since,
+        "more": page.more,
     }
 
 
@@ -324,10 +325,7 @@ class RunTools:
         """Start a durable agent run on a task and return its run id and Web UI
         link at once, without waiting for it. It says whether a worker is
         running to carry the run out; without one the run waits at step 0."""
-        task = sendable(task, "the task")
-        if not task.strip():
-            raise ToolError("the task is empty")
-        get_profile(agent)
+        task = task_of(task)
         check_task_fits(self.runs.settings, task, (agent,))
         client = await self.runs.client(may_start_server=True)
         handle = await start_agent_run(
@@ -356,12 +354,8 @@ class RunTools:
         """Start a durable planning flow: a plan is made for the task, then each
         step is carried out by an agent run of its own. Returns the flow's run
         id and Web UI link at once, and whether a worker is running."""
-        task = sendable(task, "the task")
-        if not task.strip():
-            raise ToolError("the task is empty")
+        task = task_of(task)
         chosen = tuple(dict.fromkeys(agents))
-        for agent in chosen:
-            get_profile(agent)
         check_task_fits(self.runs.settings, task, chosen)
         client = await self.runs.client(may_start_server=True)
         handle = await start_planning_flow(
@@ -397,18 +391,8 @@ class RunTools:
         `more` is true, ask again with since=next_since."""
         run_id = run_id_of(run_id)
         client = await self.runs.client()
-        page = await run_control.steps_page(client, run_id, since)
-        more = False
-        if page:
-            description = await run_control.describe(client, run_id)
-            if run_control.is_running(description):
-                status: AgentStatus = await run_control.query(
-                    client.get_workflow_handle_for(AgentWorkflow.run, run_id), AgentWorkflow.status
-                )
-                more = status.steps_recorded > page[-1].step
-            else:
-                more = bool(await run_control.steps_page(client, run_id, page[-1].step))
-        return steps_answer(run_id, since, page, more)
+        page = await run_control.steps_page(client, run_id, since, limit=STEPS_PAGE_BYTES)
+        return steps_answer(run_id, since, page)
 
     async def answer_question(
         self,
@@ -429,10 +413,8 @@ class RunTools:
         run_id = run_id_of(run_id)
         client = await self.runs.client()
         report = io.StringIO()
-        await run_control.cancel(client, run_id, report, wait_seconds=CANCEL_WAIT_SECONDS)
-        lines = report.getvalue().strip().splitlines()
-        ended = await run_control.describe(client, run_id)
-        return {"run_id": run_id, "ended": not run_control.is_running(ended), "report": " ".join(lines)}
+        ended = await run_control.cancel(client, run_id, report, wait_seconds=CANCEL_WAIT_SECONDS)
+        return {"run_id": run_id, "ended": ended, "report": one_line(report.getvalue())}
 
     async def run_result(
         self,
@@ -448,16 +430,14 @@ class RunTools:
         run_id = run_id_of(run_id)
         client = await self.runs.client()
         description = await run_control.describe(client, run_id)
+        failure = None
         if run_control.is_running(description) and wait_seconds > 0:
             handle = client.get_workflow_handle(run_id, result_type=run_control.result_type(description))
-            try:
-                result = await asyncio.wait_for(handle.result(), wait_seconds)
-            except asyncio.TimeoutError:
-                pass
-            except WorkflowFailureError:
-                pass  # ended without a result: described below
-            else:
-                return {"run_id": run_id, "finished": True, **result_fields(result)}
+            ended = await run_control.result_within(handle, wait_seconds)
+            if isinstance(ended, WorkflowFailureError):
+                failure = ended  # ended without a result: described below
+            elif ended is not None:
+                return {"run_id": run_id, "finished": True, **result_fields(ended)}
             description = await run_control.describe(client, run_id)
         if run_control.is_running(description):
             waited = f" after waiting {wait_seconds:g} s" if wait_seconds > 0 else ""
@@ -468,10 +448,10 @@ class RunTools:
                 "state": AgentState.RUNNING.value,
                 "note": f"still running{waited}; see its progress with run_status",
             }
-        return {"run_id": run_id, "finished": True, **await ended_fields(client, run_id, description)}
+        return {"run_id": run_id, "finished": True, **await ended_fields(client, run_id, description, failure)}
 
     async def list_runs(
-        self, limit: Annotated[int, Field(ge=1, le=LIST_MAX, description="how many runs, newest first")] = 20
+        self, limit: Annotated[int, Field(ge=1, le=LIST_MAX, description="how many runs, newest first")] = LIST_LIMIT
     ) -> dict[str, Any]:
         """The recent agent runs and flows, newest first: id, agent (or flow),
         state, step reached, when started."""

@@ -6,7 +6,7 @@ import asyncio
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 from temporalio.api.common.v1 import WorkflowExecution as ProtoWorkflowExecution
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
@@ -20,7 +20,8 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agent_model.flow import PlanningFlowResult
 from agent_model.plan import Plan, StepStatus
-from agent_model.run import AgentRunInput, AgentRunResult, HumanAnswer, HumanQuestion, StepRecord, records_page
+from agent_model.payload import PAYLOAD_LIMIT, first_within
+from agent_model.run import AgentRunInput, AgentRunResult, AgentStatus, HumanAnswer, HumanQuestion, StepRecord
 from agent_model.state import AgentState
 from agent_model.think_context import CONTEXT_MISSING_ERROR
 from workflows import search_attributes
@@ -183,7 +184,23 @@ async def ended_line(
     return f"run {run_id} failed: {kind}: {one_line(getattr(failure, 'message', None) or failure)}"
 
 
+async def result_within(handle: WorkflowHandle, seconds: float) -> Any:
+    """What the run ends with within `seconds`: its result, or the
+    WorkflowFailureError it ended with (no result); None when it has not ended."""
+    try:
+        return await asyncio.wait_for(handle.result(), seconds)
+    except asyncio.TimeoutError:
+        return None
+    except WorkflowFailureError as e:
+        return e
+
+
 # ---- answer ----------------------------------------------------------------------
+
+
+def working_step(plan: Plan) -> str | None:
+    """The run id of the flow's step in progress, if one is."""
+    return next((s.run_id for s in plan.steps if s.status == StepStatus.IN_PROGRESS and s.run_id), None)
 
 
 async def question_target(client: Client, run_id: str, out: TextIO | None = None) -> tuple[WorkflowHandle, HumanQuestion]:
@@ -193,10 +210,15 @@ async def question_target(client: Client, run_id: str, out: TextIO | None = None
         raise RunControlError(f"run {run_id} has ended ({description.status.name}); nothing to answer")
     if is_flow(description):
         plan: Plan = await query(client.get_workflow_handle(run_id), "plan", result_type=Plan, out=out)
-        working = [s.run_id for s in plan.steps if s.status == StepStatus.IN_PROGRESS and s.run_id]
-        if not working:
+        working = working_step(plan)
+        if working is None:
             raise RunControlError(f"flow {run_id} has no step running, so no question is waiting")
-        run_id = working[0]
+        run_id = working
+    return await waiting_question(client, run_id, out)
+
+
+async def waiting_question(client: Client, run_id: str, out: TextIO | None = None) -> tuple[WorkflowHandle, HumanQuestion]:
+    """An agent run and the question it waits on."""
     handle = client.get_workflow_handle_for(AgentWorkflow.run, run_id)
     question = await query(handle, AgentWorkflow.pending_question, out=out)
     if question is None:
@@ -227,29 +249,30 @@ async def answer(client: Client, run_id: str, text: str, out: TextIO) -> None:
 # ---- cancel ----------------------------------------------------------------------
 
 
-async def cancel(client: Client, run_id: str, out: TextIO, wait_seconds: float = 30.0) -> None:
+async def cancel(client: Client, run_id: str, out: TextIO, wait_seconds: float = 30.0) -> bool:
+    """Cancel the run and wait up to `wait_seconds` for it to end; True when it did."""
     description = await describe(client, run_id)
     if not is_running(description):
         raise RunControlError(f"run {run_id} has already ended ({description.status.name})")
     handle = client.get_workflow_handle(run_id, result_type=result_type(description))
     await handle.cancel()
     print(f"cancellation of {run_id} requested; waiting up to {wait_seconds:.0f} s for the run to end", file=out, flush=True)
-    try:
-        result = await asyncio.wait_for(handle.result(), wait_seconds)
-    except asyncio.TimeoutError:
+    result = await result_within(handle, wait_seconds)
+    if result is None:
         print(
             f"the run has not ended yet; it ends when a worker takes the cancellation (is one running? {WORKER_HINT})",
             file=out,
         )
-        return
-    except WorkflowFailureError as e:
-        if isinstance(e.cause, CancelledError):
+        return False
+    if isinstance(result, WorkflowFailureError):
+        if isinstance(result.cause, CancelledError):
             print(f"run {run_id} ended: {AgentState.CANCELLED.value}", file=out)
         else:
-            print(await ended_line(client, run_id, e), file=out)
-        return
+            print(await ended_line(client, run_id, result), file=out)
+        return True
     state = result.outcome.value if isinstance(result, PlanningFlowResult) else result.state.value
     print(f"run {run_id} ended: {state}", file=out)
+    return True
 
 
 # ---- list ------------------------------------------------------------------------
@@ -275,6 +298,14 @@ class RunRow:
     started: datetime
 
 
+def closed_state(run: WorkflowExecution) -> str:
+    """The state of a run that closed without a result: Temporal's word for
+    how it ended (terminated, timed out, failed), and one spelling for cancelled."""
+    if run.status == WorkflowExecutionStatus.CANCELED:
+        return AgentState.CANCELLED.value
+    return run.status.name if run.status else "UNKNOWN"
+
+
 async def recent_runs(client: Client, limit: int = LIST_LIMIT) -> list[RunRow]:
     """The newest runs and flows, newest first."""
     # One row per run: the executions a long run continued from are left out.
@@ -289,10 +320,8 @@ async def recent_runs(client: Client, limit: int = LIST_LIMIT) -> list[RunRow]:
             search_attributes.FLOW_AGENT_NAME if is_flow(run) else "agent"
         )
         state = attributes.get(search_attributes.AGENT_STATE)
-        if run.status == WorkflowExecutionStatus.CANCELED:
-            state = AgentState.CANCELLED.value  # one spelling, whichever way the run ended cancelled
-        elif not is_running(run) and run.status != WorkflowExecutionStatus.COMPLETED:
-            state = run.status.name  # terminated, timed out, failed: Temporal's word is the truth
+        if not is_running(run) and run.status != WorkflowExecutionStatus.COMPLETED:
+            state = closed_state(run)
         step = attributes.get(search_attributes.AGENT_STEP)
         rows.append(RunRow(run.id, kind, state or run.status.name, step, run.start_time))
     return rows
@@ -347,20 +376,38 @@ async def records_of(client: Client, run_id: str, out: TextIO | None = None) -> 
     return records
 
 
-async def steps_page(client: Client, run_id: str, since: int = 0, out: TextIO | None = None) -> list[StepRecord]:
+class StepsPage(NamedTuple):
+    records: list[StepRecord]
+    more: bool
+    """Whether the run has records after these."""
+
+
+async def steps_page(
+    client: Client, run_id: str, since: int = 0, limit: int = PAYLOAD_LIMIT, out: TextIO | None = None
+) -> StepsPage:
     """The records of an agent run's steps after step `since`, as many as fit
-    in one query answer (or, for a finished run, in one page of its result)."""
+    in `limit` bytes of JSON (and in one query answer), and whether more follow."""
     description = await describe(client, run_id)
     if is_flow(description):
         raise RunControlError(f"run {run_id} is a planning flow; its steps are agent runs of their own")
     if not is_running(description):
         try:
             records = (await finished_result(client, run_id, description)).steps
-            return records_page([r for r in records if r.step > since], 0)
         except RunEnded:
             pass  # no result to read them from: a worker answers for the closed run, replaying it
+        else:
+            after = [r for r in records if r.step > since]
+            page = first_within(after, limit)
+            return StepsPage(page, len(page) < len(after))
     handle = client.get_workflow_handle_for(AgentWorkflow.run, run_id)
-    return await query(handle, AgentWorkflow.steps, since, out=out)
+    answered: list[StepRecord] = await query(handle, AgentWorkflow.steps, since, out=out)
+    page = first_within(answered, limit)
+    if not page:
+        return StepsPage(page, False)
+    if len(page) < len(answered):
+        return StepsPage(page, True)
+    status: AgentStatus = await query(handle, AgentWorkflow.status, out=out)
+    return StepsPage(page, status.steps_recorded > page[-1].step)
 
 
 async def finished_result(client: Client, run_id: str, description: WorkflowExecutionDescription | None = None):

@@ -277,9 +277,8 @@ def build_worker(client: Client, settings: Settings, sandbox: ToolSandbox | None
     )
     if settings.mcp_servers:
         log.info("MCP servers: %s", ", ".join(f"{name} ({server.kind})" for name, server in settings.mcp_servers.items()))
-    if sessions is None or sessions.problem() is not None:
-        if sessions is not None:
-            log.warning("%s", sessions.describe())
+    if sessions.problem() is not None:
+        log.warning("%s", sessions.describe())
         return WorkerSet(shared, mcp=resources.mcp_pool)
     log.info("%s", sessions.describe())
     own = Worker(
