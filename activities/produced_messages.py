@@ -24,7 +24,7 @@ from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, 
 from activities.context_store import ContextStore
 from agent_model.browser import TOOL_NAME, BrowserRequest, BrowserResult
 from agent_model.llm_io import ThinkResponse
-from agent_model.mcp import McpCallRequest, McpCallResult, mcp_observation
+from agent_model.mcp import McpCallRequest, McpCallResult
 from agent_model.messages import Message
 from agent_model.think_context import MESSAGE_DIGEST_CHARS, message_bytes
 from agent_model.tool_io import ToolRequest, ToolResult, observation_message, observation_text
@@ -41,7 +41,7 @@ def produced_message(request: Any, result: Any) -> Message | None:
         and request.observe_limit is not None
         and request.function_name is not None
     ):
-        return observation_message(mcp_observation(result), request.call_id, request.function_name, request.observe_limit)
+        return observation_message(observation_text(result), request.call_id, request.function_name, request.observe_limit)
     if isinstance(result, BrowserResult) and isinstance(request, BrowserRequest) and request.call_id is not None:
         # Used only when the workflow's observation is the output as it is
         # (no restore note, no extraction): the digests must match.

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from agent_model.tool_arguments import MAX_ARGUMENT_DEPTH
 from agent_model.tool_spec import TOOL_HEARTBEAT, ActivityConfig, Retries, Timeout
 
 LIST_TOOLS_ACTIVITY = "mcp_list_tools"
@@ -38,7 +39,7 @@ MAX_DESCRIPTION_CHARS = 1_000
 MAX_SCHEMA_BYTES = 16 * 1024
 """JSON of one tool's input schema; a larger one is dropped, not cut (a cut
 schema is no schema)."""
-MAX_SCHEMA_DEPTH = 32
+MAX_SCHEMA_DEPTH = MAX_ARGUMENT_DEPTH
 """Nesting of one input schema, the same bound as a tool call's arguments
 (agent_model/tool_arguments.py): the workflow parses what it is given."""
 MAX_LIST_BYTES = 256 * 1024
@@ -115,13 +116,6 @@ class McpCallResult(BaseModel):
     stored_digest: str | None = None
 
 
-def mcp_observation(result: McpCallResult) -> str:
-    """What the model is told a call gave (the workflow and the worker that
-    stores it build it the same way)."""
-    output = result.output or "(no output)"
-    return f"Error: {output}" if result.error else output
-
-
 def schema_for(tool: McpTool) -> dict[str, Any]:
     """The function definition the model is given for an MCP tool."""
     about = f"[tool {tool.name} of MCP server {tool.server}]"
@@ -157,12 +151,12 @@ MCP_CALL_TOOL = ActivityConfig(
     retries=Retries(
         4,
         "a server that died, dropped the connection or hung is restarted by the worker's pool and the call "
-        "runs again (it may have had effects: the lesser evil); an unknown server or malformed arguments "
-        "fail the same way every time",
+        "runs again (it may have had effects: the lesser evil); an unknown server fails the same way "
+        "every time",
         initial_seconds=1,
         backoff=2,
         maximum_interval_seconds=10,
-        non_retryable=("McpUnknownServer", "BadToolArguments"),
+        non_retryable=("McpUnknownServer",),
     ),
     heartbeat=TOOL_HEARTBEAT,
 )

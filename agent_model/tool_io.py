@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -41,8 +41,19 @@ class ToolResult(BaseModel):
     context store (None: not written)."""
 
 
-def observation_text(result: ToolResult) -> str:
-    """What the model is told a tool call gave."""
+class ToolOutput(Protocol):
+    """What a tool call gave: a ToolResult, an MCP call's McpCallResult."""
+
+    @property
+    def output(self) -> str: ...
+
+    @property
+    def error(self) -> bool: ...
+
+
+def observation_text(result: ToolOutput) -> str:
+    """What the model is told a tool call gave (the workflow and the worker
+    that stores it build it the same way)."""
     output = result.output or "(no output)"
     return f"Error: {output}" if result.error else output
 

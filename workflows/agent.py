@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.workflow import ActivityCancellationType
@@ -79,7 +80,6 @@ with workflow.unsafe.imports_passed_through():
         McpListRequest,
         McpTool,
         McpToolList,
-        mcp_observation,
         schema_for,
     )
     from prompts import mcp as mcp_words
@@ -153,8 +153,9 @@ class AgentWorkflow:
         self.plans = PlanBook()
         self.browser = BrowserState()
         """The run's browser (tools/browser_use.py): tabs, and the worker that holds the live page."""
-        self.mcp_tools: list[McpTool] = []
-        """The tools of the run's MCP servers, as the model was last shown them."""
+        self._mcp_tools: list[McpTool] = []
+        self._mcp_definitions: list[dict[str, Any]] = []
+        """The function definitions of _mcp_tools, built when they are assigned."""
         self._mcp_stale = False
         """A server said its tools changed: list them again before the next think."""
         self._call_index = 0
@@ -168,6 +169,17 @@ class AgentWorkflow:
         self.earlier_runs: list[str] = []
         if run.carried is not None:
             self._resume(run.carried)
+
+    @property
+    def mcp_tools(self) -> list[McpTool]:
+        """The tools of the run's MCP servers, as the model was last shown them."""
+        return self._mcp_tools
+
+    @mcp_tools.setter
+    def mcp_tools(self, tools: list[McpTool]) -> None:
+        # Every think sends the definitions: build them once per listing.
+        self._mcp_tools = tools
+        self._mcp_definitions = [schema_for(tool) for tool in tools]
 
     def _resume(self, carried: CarriedState) -> None:
         """Take up where the previous execution of this run stopped."""
@@ -420,7 +432,7 @@ class AgentWorkflow:
             if self._cancel_ends_run():
                 raise _Cancelled()
             system_prompt = agent_loop.system_prompt(profile, self.directory, self.plans)
-            tools = [*schemas(profile.tools), *(schema_for(tool) for tool in self.mcp_tools)] or None
+            tools = [*schemas(profile.tools), *self._mcp_definitions] or None
             # A complete resend of this request must fit in one payload.
             self.memory.reserve(system_prompt, tools)
             window = self.memory.numbered_window()
@@ -483,14 +495,14 @@ class AgentWorkflow:
         assert profile is not None
         name = call.function.name
         mcp_tool = next((tool for tool in self.mcp_tools if tool.function_name == name), None)
-        if mcp_tool is not None:
-            return await self._call_mcp(mcp_tool, call, limit)
-        unknown = unknown_tool(profile, name, TOOLS)
+        unknown = None if mcp_tool is not None else unknown_tool(profile, name, TOOLS)
         if unknown is not None:
             return unknown, True, None, None
         arguments, error = parse_arguments(name, call.function.arguments)
         if arguments is None:
             return error, True, None, None
+        if mcp_tool is not None:
+            return await self._call_mcp(mcp_tool, call, arguments, limit)
 
         spec = TOOLS[name]
         if spec.handler is not None:
@@ -536,12 +548,11 @@ class AgentWorkflow:
         )
         return observation_text(result), result.error, image, result.stored_digest
 
-    async def _call_mcp(self, tool: McpTool, call: ToolCall, limit: int) -> tuple[str, bool, None, str | None]:
+    async def _call_mcp(
+        self, tool: McpTool, call: ToolCall, arguments: dict[str, Any], limit: int
+    ) -> tuple[str, bool, None, str | None]:
         """One call of an MCP server's tool, as an activity: the tool's own
         errors are observations, a lost server is retried by the activity."""
-        arguments, error = parse_arguments(call.function.name, call.function.arguments)
-        if arguments is None:
-            return error, True, None, None
         request = McpCallRequest(
             server=tool.server, tool=tool.name, arguments=arguments, call_id=call.id, observe_limit=limit,
             function_name=tool.function_name,
@@ -558,7 +569,7 @@ class AgentWorkflow:
             return self._tool_failed(call.function.name, e)
         if result.tools_changed:
             self._mcp_stale = True
-        return mcp_observation(result), result.error, None, result.stored_digest
+        return observation_text(result), result.error, None, result.stored_digest
 
     async def _list_mcp_tools(self) -> None:
         """The tools of the profile's MCP servers, listed by a worker that has them."""

@@ -31,7 +31,7 @@ from agent_model.mcp import (
     McpToolList,
     function_name_for,
 )
-from agent_model.payload import clip
+from agent_model.payload import clip, json_size
 from agent_model.tool_arguments import nesting_depth
 
 Listing = list[Tool] | str
@@ -46,7 +46,7 @@ class _Offer:
         self.size = 0
 
     def problem(self, text: str) -> None:
-        self.problems.append(text if len(text) <= MAX_PROBLEM_CHARS else text[: MAX_PROBLEM_CHARS - 1] + "…")
+        self.problems.append(cut(text, MAX_PROBLEM_CHARS))
 
     def add(self, server: str, tool: Tool) -> None:
         where = f"MCP server {server}: tool {tool.name[:MAX_TOOL_NAME_CHARS]!r}"
@@ -67,10 +67,10 @@ class _Offer:
             server=server,
             name=tool.name,
             function_name=name,
-            description=_cut((tool.description or "").strip(), MAX_DESCRIPTION_CHARS),
+            description=cut((tool.description or "").strip(), MAX_DESCRIPTION_CHARS),
             input_schema=schema,
         )
-        size = len(offered.model_dump_json())
+        size = json_size(offered)
         if self.size + size > MAX_LIST_BYTES:
             self.problem(f"{where}: dropped, the MCP tools together would be over {MAX_LIST_BYTES} bytes")
             return
@@ -102,10 +102,9 @@ def offered_tools(listings: list[tuple[str, Listing]]) -> McpToolList:
 def _bounded_schema(schema: Any) -> tuple[dict[str, Any] | None, str]:
     if not isinstance(schema, dict):
         return None, "is not an object"
-    text = json.dumps(schema, ensure_ascii=False)
-    if len(text.encode("utf-8", "surrogatepass")) > MAX_SCHEMA_BYTES:
+    if json_size(schema) > MAX_SCHEMA_BYTES:
         return None, f"is over {MAX_SCHEMA_BYTES} bytes"
-    if nesting_depth(text) > MAX_SCHEMA_DEPTH:
+    if nesting_depth(json.dumps(schema)) > MAX_SCHEMA_DEPTH:
         return None, f"is nested deeper than {MAX_SCHEMA_DEPTH} levels"
     kind = schema.get("type", "object")
     if kind != "object":
@@ -113,7 +112,8 @@ def _bounded_schema(schema: Any) -> tuple[dict[str, Any] | None, str]:
     return {"type": "object", **schema}, ""
 
 
-def _cut(text: str, limit: int) -> str:
+def cut(text: str, limit: int) -> str:
+    """text, or its first `limit` characters with the last one an ellipsis."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -132,7 +132,7 @@ def call_output(result: CallToolResult) -> str:
     if not texts and not others and result.structured_content is not None:
         texts.append(json.dumps(result.structured_content, ensure_ascii=False, default=str))
     if others:
-        texts.append(_cut(f"[not shown: {'; '.join(others)}]", MAX_PROBLEM_CHARS * 4))
+        texts.append(cut(f"[not shown: {'; '.join(others)}]", MAX_PROBLEM_CHARS * 4))
     return clip("\n".join(texts), MAX_OUTPUT_CHARS)
 
 

@@ -41,9 +41,8 @@ Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObj
 _GONE = (anyio.EndOfStream, anyio.IncompleteRead, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError)
 
 
-def server_environment(extra: Mapping[str, str], worker_env: Mapping[str, str] | None = None) -> dict[str, str]:
-    worker_env = os.environ if worker_env is None else worker_env
-    env = {name: worker_env[name] for name in INHERITED_VARIABLES if name in worker_env}
+def server_environment(extra: Mapping[str, str]) -> dict[str, str]:
+    env = {name: os.environ[name] for name in INHERITED_VARIABLES if name in os.environ}
     env.update(extra)
     return env
 
