@@ -77,6 +77,8 @@ class CarriedState(BaseModel):
     """The run's browser: its tabs, and the worker that holds the live page."""
     mcp_tools: list[McpTool] = Field(default_factory=list)
     """The tools of the run's MCP servers, as the model was last shown them."""
+    mcp_stale: bool = False
+    """A server said its tools changed: the next execution lists them before its first think."""
 
 
 class HumanQuestion(BaseModel):

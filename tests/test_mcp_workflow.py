@@ -190,3 +190,23 @@ async def test_a_worker_without_servers_tells_the_model_so(tmp_path):
     listed = await ActivityEnvironment().run(McpActivities(McpPool({})).list_tools, McpListRequest())
     assert listed.tools == [] and "no MCP servers configured" in listed.problems[0]
 
+
+async def test_a_tools_changed_signal_survives_continue_as_new(dev_env, fake_llm, tmp_path):
+    """`grow` is the last step of an execution: the next execution lists the
+    tools again before its first think, so the new tool is offered there."""
+    settings = mcp_settings(fake_llm.base_url, tmp_path)
+    fake_llm.turns = [tool("grow", name="carried"), tool("carried"), terminate("done")]
+    async with build_worker(dev_env.client, settings):
+        handle = await dev_env.client.start_workflow(
+            AgentWorkflow.run,
+            AgentRunInput(task="Grow, then use it.", agent="mcp", steps_per_run=1),
+            id=f"mcp-can-{uuid.uuid4().hex[:8]}",
+            task_queue=settings.task_queue,
+            execution_timeout=timedelta(seconds=120),
+        )
+        result: AgentRunResult = await asyncio.wait_for(handle.result(), 60)
+    offered = [{t["function"]["name"] for t in request.tools or []} for request in fake_llm.requests]
+    assert result.succeeded, result.note
+    assert function_name_for(SERVER, "carried") not in offered[0]
+    assert function_name_for(SERVER, "carried") in offered[1]
+    assert observation(result, 1) == "I am carried"

@@ -197,6 +197,7 @@ class AgentWorkflow:
         self.earlier_runs = carried.earlier_runs
         self.browser = carried.browser
         self.mcp_tools = carried.mcp_tools
+        self._mcp_stale = carried.mcp_stale
 
     # ---- the loop -----------------------------------------------------------
 
@@ -278,6 +279,7 @@ class AgentWorkflow:
             earlier_runs=[*self.earlier_runs, workflow.info().run_id][-EARLIER_RUNS_KEPT:],
             browser=self.browser,
             mcp_tools=self.mcp_tools,
+            mcp_stale=self._mcp_stale,
         )
         workflow.continue_as_new(
             continued_input(run, carried, self.workspace),
