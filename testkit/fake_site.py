@@ -1,7 +1,8 @@
 """A small web site on 127.0.0.1 for the browser tests: a form, links between
 pages, new tabs, a long page, a dropdown, a page whose script changes it, a
-page that hangs its renderer, and a page whose script tries to reach a given
-address and writes down whether it could.
+page that hangs its renderer, pages that crash it (by filling its memory), and
+a page whose script tries to reach a given address and writes down whether it
+could.
 
 Built on testkit.fake_web.FakeWeb (a real stdlib HTTP server on a random
 port, every request recorded)."""
@@ -87,6 +88,29 @@ SPIN = page("Spinning page", """
 <script>window.addEventListener('load', () => setTimeout(() => { for (;;) {} }, 0));</script>
 """)
 
+HOG = "const hoard = []; for (;;) hoard.push(new Array(1e6).fill(Math.random()));"
+"""Script that fills the renderer's memory until it crashes: quickly under a
+small JavaScript heap (--js-flags=--max-old-space-size=64), which the crash
+tests give their browser; other browsers must not run it."""
+
+HOG_ON_CLICK = page("Memory hog", f"""
+<button onclick="{HOG}">Fill the memory</button>
+<input type="text" name="note">
+""")
+
+HOG_ON_LOAD = page("Memory hog on load", f"<p>Filling the memory.</p><script>{HOG}</script>")
+
+CALM_LONG = page("Calm long page", """
+<h1>Calm long page</h1>
+<div style="height: 4000px">filler</div>
+""")
+
+HOG_ON_SCROLL = page("Memory hog on scroll", f"""
+<h1>Calm long page</h1>
+<div style="height: 4000px">filler</div>
+<script>window.scrollBy = () => {{ {HOG} }};</script>
+""")
+
 DIALOG = page("Dialogs", """
 <p>Alerts on load.</p>
 <script>alert('hello from the page'); confirm('sure?');</script>
@@ -131,10 +155,19 @@ class FakeSite(FakeWeb):
             "/spin": SPIN,
             "/dialog": DIALOG,
             "/probe": probe,
+            "/hog-on-click": HOG_ON_CLICK,
+            "/hog-on-load": HOG_ON_LOAD,
+            "/hog-on-scroll": HOG_ON_SCROLL,
+            "/hog-on-first-scroll": self._hog_on_first_scroll,
         }
         for path, answer in pages.items():
             # FakeWeb.route wants a running server (it returns the URL).
             self.routes[path] = answer if callable(answer) else (lambda seen, a=answer: a)
+
+
+    def _hog_on_first_scroll(self, seen: Seen) -> Answer:
+        """The first load's scrolling crashes the renderer; a reload is calm."""
+        return HOG_ON_SCROLL if len(self.requests_to(seen.path)) == 1 else CALM_LONG
 
 
 class CountingServer:

@@ -200,6 +200,7 @@ async def _first_results(search: WebSearch, text: str) -> tuple[str, list[Search
 
 async def _element(browser: LiveBrowser, page: Page, index: int):  # noqa: ANN202
     """The locator of element [index], or None when the page has no such element."""
+    await browser.ensure_indexed(page)
     locator = page.locator(selector(index))
     count = await browser.on_page(page, locator.count(), browser.probe_seconds, "finding the element")
     return locator.first if count else None

@@ -6,6 +6,10 @@ list up to MAX_TABS and are closed beyond it. Dialogs are answered at once
 (beforeunload by leaving, the others by dismissing) so no page can hold an
 action. Every call into a page is bounded; one that gets no answer raises
 Unresponsive, naming the page, and the session is then closed.
+
+A tab whose renderer crashed answers nothing any more: reopen_crashed()
+puts a new tab in its place at its last URL. Tabs opened that way, or by a
+restore, carry no element indexes until the page is read (ensure_indexed).
 """
 
 from __future__ import annotations
@@ -68,6 +72,11 @@ class LiveBrowser:
         self.last_state: BrowserState | None = None
         self._titles: dict[Page, tuple[str, str]] = {}
         self._closing: set[asyncio.Task] = set()
+        self._crashed: set[Page] = set()
+        self._reopened_at: dict[Page, str] = {}
+        """Tabs put in place of crashed ones, and the URL they reopened."""
+        self._unindexed: set[Page] = set()
+        """Tabs reopened (restore, crash) whose page has not been read: no element has its index yet."""
         context.on("page", self._adopt)
 
     # ---- tabs -------------------------------------------------------------------
@@ -98,14 +107,21 @@ class LiveBrowser:
             return
         if len(self.tabs) >= MAX_TABS:
             self.refused_tabs += 1
-            closing = asyncio.ensure_future(_close_quietly(page))
-            self._closing.add(closing)  # held until done: the loop keeps only weak references
-            closing.add_done_callback(self._closing.discard)
+            self._close_later(page)
             return
         page.on("dialog", _answer_dialog)
         page.on("close", self.forget)
+        page.on("crash", self._crashed_renderer)
         self.tabs.append(page)
         self.opened.append(page)
+
+    def _crashed_renderer(self, page: Page) -> None:
+        self._crashed.add(page)
+
+    def _close_later(self, page: Page) -> None:
+        closing = asyncio.ensure_future(_close_quietly(page))
+        self._closing.add(closing)  # held until done: the loop keeps only weak references
+        closing.add_done_callback(self._closing.discard)
 
     def forget(self, page: Page) -> None:
         if page not in self.tabs:
@@ -113,6 +129,9 @@ class LiveBrowser:
         index = self.tabs.index(page)
         self.tabs.pop(index)
         self._titles.pop(page, None)
+        self._crashed.discard(page)
+        self._reopened_at.pop(page, None)
+        self._unindexed.discard(page)
         if page in self.opened:
             self.opened.remove(page)
         if index < self.active or self.active >= len(self.tabs):
@@ -155,6 +174,7 @@ class LiveBrowser:
         failures: list[str] = []
         for tab in state.tabs[:MAX_TABS]:
             page = await self.new_tab()
+            self._unindexed.add(page)
             if not is_web_url(tab.url):
                 continue  # about:blank, or a page only a navigation of its own could reach
             try:
@@ -169,6 +189,62 @@ class LiveBrowser:
             if state.scroll_y > 0 and self.page is not None:
                 await self.scroll_to(self.page, state.scroll_y)
         return failures
+
+    # ---- crashed renderers ----------------------------------------------------------
+
+    @property
+    def crashed(self) -> bool:
+        """Some tab's renderer crashed: that tab answers nothing until reopened."""
+        return any(page in self._crashed for page in self.tabs)
+
+    async def reopen_crashed(self) -> list[str]:
+        """Put a new tab in place of each crashed one, at the URL it showed;
+        left empty (about:blank) if that page crashes again once reopened.
+        Returns a note per tab."""
+        notes = []
+        for page in [p for p in self.tabs if p in self._crashed]:
+            index, url = self.tabs.index(page), page.url
+            again = self._reopened_at.get(page) == url
+            fresh = await self._replace(page)
+            line = f"The page in tab [{index}] crashed (its renderer stopped)"
+            if again:
+                notes.append(f"{line} again after it was reopened, so the tab was left empty.")
+            elif not is_web_url(url):
+                notes.append(f"{line}; the tab was reopened empty.")
+            else:
+                notes.append(await self._reopen(fresh, url, line))
+        return notes
+
+    async def _reopen(self, page: Page, url: str, line: str) -> str:
+        self._reopened_at[page] = url
+        try:
+            await self.on_page(
+                page, page.goto(url, wait_until="domcontentloaded", timeout=self.timeout_ms),
+                self.call_seconds, f"reopening {url[:200]}",
+            )
+        except PlaywrightError as e:
+            if page not in self._crashed:
+                return f"{line}; reopening {url[:200]} failed: {short_error(e)}."
+            await self._replace(page)
+            return f"{line}; reopening {url[:200]} crashed it again, so the tab was left empty."
+        return f"{line}; it was reopened at {url[:200]}."
+
+    async def _replace(self, crashed: Page) -> Page:
+        """A new blank tab at the crashed tab's place (and active if it was)."""
+        index, active = self.tabs.index(crashed), self.page
+        self.forget(crashed)
+        self._close_later(crashed)
+        page = await self.new_tab()
+        self.tabs.insert(index, self.tabs.pop(self.tabs.index(page)))
+        self.active = self.tabs.index(page if active is crashed else active)
+        self._unindexed.add(page)
+        return page
+
+    async def ensure_indexed(self, page: Page) -> None:
+        """Index a reopened page the way the observation does, so that [n] is
+        the element the model was shown as [n]."""
+        if page in self._unindexed:
+            await self.snapshot_of(page)
 
     async def scroll_to(self, page: Page, y: int) -> None:
         with contextlib.suppress(PlaywrightError):
@@ -192,8 +268,9 @@ class LiveBrowser:
     async def snapshot(self) -> PageMap | None:
         """The active page's elements (indexed afresh) and scroll position."""
         page = self.page
-        if page is None:
-            return None
+        return None if page is None else await self.snapshot_of(page)
+
+    async def snapshot_of(self, page: Page) -> PageMap:
         for attempt in (1, 2):
             try:
                 found: dict[str, Any] = await self.on_page(
@@ -211,6 +288,7 @@ class LiveBrowser:
                     )
         snapshot = PageMap.from_script(page.url, found)
         self._titles[page] = (page.url, snapshot.title)
+        self._unindexed.discard(page)
         return snapshot
 
     async def state(self, snapshot: PageMap | None, own_queue: str | None) -> BrowserState:

@@ -6,7 +6,8 @@ key, it launches one and reopens the tabs the workflow last knew (`restore`).
 A browser whose process died is noticed at the next action and relaunched
 the same way; one that stops answering during an action is closed, and the
 action fails with the state from before it (a tab whose page hung is
-emptied, so the restore does not walk into it again).
+emptied, so the restore does not walk into it again). A tab whose renderer
+crashed is reopened in place (crash_recovery.py).
 
 Playwright is imported only when a browser is needed, so a worker without it
 still starts (problem() says why browser_use is refused there).
@@ -177,22 +178,30 @@ class BrowserSessions:
 
         from activities.browser.actions import ACTIONS, Outcome, Tools
         from activities.browser.bounded import short_error
+        from activities.browser.crash_recovery import outcome_despite_crashes
         from activities.browser.observation import observation
 
         action = request.action
         tools = Tools(max_content_length=self.settings.max_content_length, search=self.search)
-        try:
-            outcome = await ACTIONS[action["action"]](browser, action, tools)
-        except PlaywrightError as e:
-            if not browser.connected:
-                raise
-            outcome = Outcome(f"{action['action']} failed: {short_error(e)}.", error=True)
+
+        async def attempt() -> Outcome:
+            try:
+                return await ACTIONS[action["action"]](browser, action, tools)
+            except PlaywrightError as e:
+                if not browser.connected:
+                    raise
+                return Outcome(f"{action['action']} failed: {short_error(e)}.", error=True)
+
+        outcome = await outcome_despite_crashes(browser, action["action"], attempt, notes)
         if browser.refused_tabs:
             notes.append(f"The page tried to open {browser.refused_tabs} more tab(s); closed (at most {MAX_TABS} tabs).")
         left = await browser.leave_unshown_scheme()
         if left:
             notes.append(left)
         snapshot = await browser.snapshot()
+        if browser.crashed:  # while it was being read: the model is shown the reopened page
+            notes += await browser.reopen_crashed()
+            snapshot = await browser.snapshot()
         state = await browser.state(snapshot, self.own_queue)
         screenshot = await self._screenshot(browser, request)
         browser.last_used = time.monotonic()
