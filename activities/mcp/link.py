@@ -8,7 +8,9 @@ tasks: cancelling one cancels its request, never the session.
 
 The connection counts as ended as soon as the server's stream ends (a stdio
 server exited, an SSE stream dropped) or the transport fails, so the pool
-opens a new one for the next request instead of failing it.
+opens a new one for the next request instead of failing it. It is dropped
+when the server sends a reply over the bounds of limits.py: the reason is
+kept (refused_reply), so the calls it fails say why.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from activities.mcp.http_client import bounded_client
+from activities.mcp.limits import MAX_MESSAGE_BYTES, MAX_SSE_TRANSPORT_EVENT_BYTES, Guard, Throttle
 from activities.mcp.stdio import stdio_transport
 from agent_model.mcp import MAX_PROBLEM_CHARS
 from config.mcp_config import McpServerSettings
@@ -55,18 +59,42 @@ def one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}"[:MAX_PROBLEM_CHARS]
 
 
-class _WatchedReadStream:
-    """The transport's read stream, telling when it ends."""
+TOOLS_CHANGED = "notifications/tools/list_changed"
+ANSWERS = (mcp_types.JSONRPCResponse, mcp_types.JSONRPCError)
 
-    def __init__(self, inner: Any, ended: Callable[[], None]) -> None:
+
+class _WatchedReadStream:
+    """The transport's read stream as the session sees it: tells when it ends,
+    reads what the server sends unasked (all but the answers it owes) no
+    faster than the throttle lets, and takes tools/list_changed off it (one
+    flag, however many come)."""
+
+    def __init__(self, inner: Any, ended: Callable[[], None], tools_changed: Callable[[], None], throttle: Throttle) -> None:
         self._inner, self._ended = inner, ended
+        self._tools_changed, self._throttle = tools_changed, throttle
+        self._owed = 0
+        """Requests sent minus answers read: a server cannot flood answers either."""
+
+    def requested(self) -> None:
+        self._owed += 1
 
     async def receive(self) -> Any:
-        try:
-            return await self._inner.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._ended()
-            raise
+        while True:
+            try:
+                item = await self._inner.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                self._ended()
+                raise
+            message = getattr(item, "message", None)
+            if isinstance(message, ANSWERS) and self._owed > 0:
+                self._owed -= 1
+                return item
+            # While this waits, the transport waits to hand over the next
+            # message, so it stops reading the server's pipe or socket.
+            await self._throttle.take()
+            if not (isinstance(message, mcp_types.JSONRPCNotification) and message.method == TOOLS_CHANGED):
+                return item
+            self._tools_changed()
 
     def __aiter__(self) -> _WatchedReadStream:
         return self
@@ -91,34 +119,68 @@ class _WatchedReadStream:
         return getattr(self._inner, name)
 
 
+class _CountedWriteStream:
+    """The transport's write stream, telling the read side of each request sent."""
+
+    def __init__(self, inner: Any, requested: Callable[[], None]) -> None:
+        self._inner, self._requested = inner, requested
+
+    async def send(self, item: Any) -> None:
+        if isinstance(getattr(item, "message", None), mcp_types.JSONRPCRequest):
+            self._requested()
+        await self._inner.send(item)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _CountedWriteStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _sse_client_factory(url: str, guard: Guard) -> Callable[..., httpx2.AsyncClient]:
+    """What sse_client calls for its HTTP client (it passes no auth here)."""
+
+    def factory(headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: Any = None) -> httpx2.AsyncClient:
+        return bounded_client(
+            url, headers=headers, timeout=timeout or HTTP_TIMEOUT, limit=MAX_SSE_TRANSPORT_EVENT_BYTES, guard=guard
+        )
+
+    return factory
+
+
 @asynccontextmanager
-async def _transport(settings: McpServerSettings) -> AsyncIterator[Any]:
+async def _transport(settings: McpServerSettings, guard: Guard) -> AsyncIterator[Any]:
     if settings.kind == "stdio":
-        async with stdio_transport(settings) as streams:
+        async with stdio_transport(settings, guard) as streams:
             yield streams
     elif settings.kind == "sse":
         assert settings.url is not None
-        async with sse_client(settings.url, headers=settings.headers or None) as streams:
+        factory = _sse_client_factory(settings.url, guard)
+        async with sse_client(settings.url, headers=settings.headers or None, httpx_client_factory=factory) as streams:
             yield streams
     else:
         assert settings.url is not None
-        async with (
-            httpx2.AsyncClient(headers=settings.headers or None, timeout=HTTP_TIMEOUT) as http,
-            streamable_http_client(settings.url, http_client=http) as streams,
-        ):
-            yield streams
-
-
-@asynccontextmanager
-async def _watched(settings: McpServerSettings, ended: Callable[[], None]) -> AsyncIterator[Any]:
-    async with _transport(settings) as (read, write):
-        yield _WatchedReadStream(read, ended), write
+        http = bounded_client(
+            settings.url, headers=settings.headers, timeout=HTTP_TIMEOUT, limit=MAX_MESSAGE_BYTES, guard=guard
+        )
+        # The SDK's own bound on one event is set past ours: ours stops first and says why.
+        streams = streamable_http_client(settings.url, http_client=http, max_sse_event_size=2 * MAX_MESSAGE_BYTES)
+        async with http, streams as (read, write):
+            yield read, write
 
 
 class Link:
     def __init__(self, server: str, settings: McpServerSettings, tools_changed: Callable[[], None]) -> None:
         self.server, self.settings = server, settings
         self._tools_changed = tools_changed
+        self.refused_reply = ""
+        """Why the connection was dropped for what the server sent, if it was."""
         self._ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         self._ready.add_done_callback(lambda f: f.cancelled() or f.exception())  # read by whoever waits
         self._scope: anyio.CancelScope | None = None
@@ -152,10 +214,9 @@ class Link:
                 if self._closing:
                     scope.cancel()
                 client = Client(
-                    _watched(self.settings, self._server_stream_ended),
+                    self._watched(),
                     mode="auto",
                     cache=None,  # a listing after tools/list_changed must be fresh
-                    message_handler=self._message,
                     client_info=CLIENT_INFO,
                 )
                 async with client:
@@ -174,20 +235,34 @@ class Link:
                 log.warning("MCP server %s: %s", self.server, failure)
         except Exception as e:
             failure = one_line(e)
-            log.warning("MCP server %s: %s", self.server, failure)
+            if not self.refused_reply:  # said once already
+                log.warning("MCP server %s: %s", self.server, failure)
         finally:
             self.ended.set()
+            if self.refused_reply:
+                failure = f"it sent {self.refused_reply}"
             if not self._ready.done():
                 self._ready.set_exception(McpUnavailable(f"MCP server {self.server}: {failure}"[:MAX_PROBLEM_CHARS]))
+
+    @asynccontextmanager
+    async def _watched(self) -> AsyncIterator[Any]:
+        guard = Guard.for_server(self.server, self._refuse)
+        async with _transport(self.settings, guard) as (read, write):
+            watched = _WatchedReadStream(read, self._server_stream_ended, self._tools_changed, guard.unasked)
+            yield watched, _CountedWriteStream(write, watched.requested)
 
     def _server_stream_ended(self) -> None:
         self._stream_over = True
         if self._scope is not None:
             self._scope.cancel()
 
-    async def _message(self, message: Any) -> None:
-        if isinstance(message, mcp_types.ToolListChangedNotification):
-            self._tools_changed()
+    def _refuse(self, reason: str) -> None:
+        """A transport stopped reading a reply: the connection is dropped, and
+        the calls it fails say why."""
+        if not self.refused_reply:
+            self.refused_reply = reason
+            log.warning("MCP server %s sent %s; its connection is dropped", self.server, reason)
+        self.close()
 
     @staticmethod
     def _announces_changes(client: Client) -> bool:
@@ -195,7 +270,8 @@ class Link:
         return client.protocol_version in MODERN_PROTOCOL_VERSIONS and bool(tools and tools.list_changed)
 
     async def _listen(self, client: Client) -> None:
-        """A 2026-era server sends tools/list_changed only on a listen stream."""
+        """A 2026-era server sends tools/list_changed only on a listen stream
+        (the notifications are taken off the read stream before the session)."""
         try:
             async with client.listen(tools_list_changed=True) as changes:
                 async for _ in changes:

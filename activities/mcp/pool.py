@@ -4,7 +4,9 @@ use and kept for every run and call after it.
 A connection that ended (the server died, the network dropped it) is replaced
 by a new one on the next request, which restarts a stdio server. A request
 that was under way when it ended fails with McpUnavailable, and the
-activity's retry finds the new connection.
+activity's retry finds the new connection. One that was dropped for a reply
+over the bounds (limits.py) fails the call with a refusal instead: asking
+again would get the same reply.
 """
 
 from __future__ import annotations
@@ -50,6 +52,16 @@ def _connection_lost(error: MCPError) -> bool:
 
 def refusal(text: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
+def dropped_for(link: Link) -> str:
+    return f"MCP server {link.server} sent {link.refused_reply}, so its connection was dropped"
+
+
+def failed(link: Link, tool: str, why: str = "") -> CallToolResult:
+    """The failed call's result. The link's reason comes first: it was set
+    before the read failed, so before any failure it caused."""
+    return refusal(f"{dropped_for(link)} and the call of {tool} failed" if link.refused_reply else why)
 
 
 class McpPool:
@@ -104,7 +116,11 @@ class McpPool:
 
         try:
             return await self._ask(link, "listing its tools", LIST_SECONDS, listing)
-        except (MCPError, ValidationError) as e:
+        except (McpUnavailable, MCPError, ValidationError) as e:
+            if link.refused_reply:
+                raise McpUnavailable(f"{dropped_for(link)}; its tools are not listed") from None
+            if isinstance(e, McpUnavailable):
+                raise
             raise McpUnavailable(f"MCP server {server}: cannot list its tools ({one_line(e)})") from None
 
     async def call_tool(self, server: str, tool: str, arguments: dict[str, Any], seconds: float) -> CallToolResult:
@@ -114,13 +130,15 @@ class McpPool:
         try:
             return await self._ask(link, f"the call of {tool}", seconds, lambda: client.call_tool(tool, arguments))
         except McpUnavailable:
+            if link.refused_reply:
+                return failed(link, tool)
             if link.usable:
                 await self._probe(link)
             raise
         except MCPError as e:
-            return refusal(f"MCP server {server} refused the call: {e.message}")
+            return failed(link, tool, f"MCP server {server} refused the call: {e.message}")
         except (ValidationError, InputRequiredRoundsExceededError) as e:
-            return refusal(f"MCP server {server} gave no usable answer: {one_line(e)}")
+            return failed(link, tool, f"MCP server {server} gave no usable answer: {one_line(e)}")
 
     async def _ask(self, link: Link, doing: str, seconds: float, request: Callable[[], Awaitable[T]]) -> T:
         """The request's answer; McpUnavailable (and the link closed when it

@@ -22,19 +22,19 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
+from activities.mcp.limits import MAX_MESSAGE_BYTES, Guard, larger_than
 from config.mcp_config import McpServerSettings
 
 log = logging.getLogger(__name__)
 
 INHERITED_VARIABLES = ("PATH", "HOME", "LANG")
 """The worker's variables a server gets: enough to find programs and write caches."""
-MAX_LINE_BYTES = 32 * 1024 * 1024
-"""One JSON-RPC message: a result with images fits; a longer line means a
-broken server, and the connection is dropped."""
 EXIT_GRACE_SECONDS = 1.0
 """After its stdin closes, how long a server may take to exit on its own."""
 REAP_SECONDS = 5.0
 """After the kill: only a process stuck in the kernel takes longer."""
+DRAIN_SECONDS = 1.0
+"""After the kill: what is left in the server's pipe is read this long at most."""
 _EXIT_POLL_SECONDS = 0.02
 
 Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
@@ -48,7 +48,11 @@ def server_environment(extra: Mapping[str, str]) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def stdio_transport(settings: McpServerSettings) -> AsyncIterator[Streams]:
+async def stdio_transport(settings: McpServerSettings, guard: Guard) -> AsyncIterator[Streams]:
+    """The server's pipes as streams of messages. A line over MAX_MESSAGE_BYTES
+    ends them (guard.refuse is told first); blank lines and others that are
+    not JSON-RPC are read no faster than guard.unasked lets (the messages
+    themselves are metered by the link)."""
     assert settings.command is not None
     process = await anyio.open_process(
         [settings.command, *settings.args],
@@ -61,7 +65,7 @@ async def stdio_transport(settings: McpServerSettings) -> AsyncIterator[Streams]
     try:
         assert process.stdout is not None and process.stdin is not None
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(_read_messages, process.stdout, to_session)
+            tasks.start_soon(_read_messages, process.stdout, to_session, guard)
             tasks.start_soon(_write_messages, process.stdin, from_session)
             try:
                 yield from_server, to_server
@@ -74,24 +78,30 @@ async def stdio_transport(settings: McpServerSettings) -> AsyncIterator[Streams]
                 await stream.aclose()
 
 
-async def _read_messages(stdout: ByteReceiveStream, sink: MemoryObjectSendStream[SessionMessage | Exception]) -> None:
+async def _read_messages(
+    stdout: ByteReceiveStream,
+    sink: MemoryObjectSendStream[SessionMessage | Exception],
+    guard: Guard,
+) -> None:
     lines = BufferedByteReceiveStream(stdout)
     async with sink:
         while True:
             try:
-                line = await lines.receive_until(b"\n", MAX_LINE_BYTES)
+                line = await lines.receive_until(b"\n", MAX_MESSAGE_BYTES)
             except anyio.DelimiterNotFound:
-                log.warning("an MCP server wrote a message over %d bytes; its connection is dropped", MAX_LINE_BYTES)
+                guard.refuse(larger_than(MAX_MESSAGE_BYTES))
                 return
             except _GONE:
                 return
             if not line.strip():
+                await guard.unasked.take()
                 continue
             try:
                 message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
             except ValueError:
                 # Some servers log to stdout; such a line is not the protocol's.
                 log.debug("skipped a line that is not JSON-RPC from an MCP server: %.200r", line)
+                await guard.unasked.take()
                 continue
             try:
                 await sink.send(SessionMessage(message))
@@ -124,5 +134,10 @@ async def _stop(process: Process) -> None:
         await process.wait()
     if process.returncode is None:
         log.warning("MCP server process %d is still alive after SIGKILL", process.pid)
+    # Read what is left: a pipe whose reading was paused with data in it (a
+    # server that wrote faster than it was read) would never be closed.
+    with suppress(*_GONE), anyio.move_on_after(DRAIN_SECONDS):
+        while await process.stdout.receive():
+            pass
     with suppress(*_GONE):
         await process.stdout.aclose()
