@@ -62,6 +62,7 @@ from runtime.in_process_worker import InProcessWorker
 from runtime.run_control import RunEnded
 from runtime.run_start import check_task_fits, report_worker_for_detached, start_agent_run, start_planning_flow
 from runtime.server_choice import connect_for, start_server
+from runtime.terminal_text import inert
 
 
 @dataclass
@@ -74,9 +75,9 @@ class Following:
 def report_flow(result: PlanningFlowResult, out) -> int:
     print(f"\nflow {result.outcome.value}: {result.usage.total_tokens} tokens, {result.replans} replan(s)", file=out)
     if result.note:
-        print(f"note: {result.note}", file=out)
+        print(f"note: {inert(result.note)}", file=out)
     if result.summary:
-        print(f"\n{result.summary}", file=out)
+        print(f"\n{inert(result.summary)}", file=out)
     return 0 if result.succeeded else 1
 
 
@@ -84,9 +85,9 @@ def report(result: AgentRunResult, out) -> int:
     print(f"\n{result.state.value} ({result.stop_reason.value}) after {result.steps_taken} steps, "
           f"{result.usage.total_tokens} tokens", file=out)
     if result.note:
-        print(f"note: {result.note}", file=out)
+        print(f"note: {inert(result.note)}", file=out)
     if result.final_answer:
-        print(f"\n{result.final_answer}", file=out)
+        print(f"\n{inert(result.final_answer)}", file=out)
     return 0 if result.succeeded else 1
 
 
@@ -122,7 +123,7 @@ async def execute(command: Command, following: Following | None = None, out: Tex
             from runtime import mcp_server  # here: no other command needs the MCP SDK
         except ModuleNotFoundError as e:
             raise UsageError(f"mcp-server needs the MCP SDK ({e}): pip install mcp") from None
-        return await mcp_server.serve(command.config, command.http, command.worker)
+        return await mcp_server.serve(command.config, command.http, command.worker, command.show_token)
     settings = load_settings(command.config)
     if isinstance(command, FOLLOWS_A_RUN):
         for note in settings.notes:  # config keys of OpenManus's that are not used here
@@ -190,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         # exits with os._exit (exit_now) right after this returns.
         return asyncio.Runner().run(execute(command, following))
     except USER_ERRORS as e:
-        print(f"starter: {e}", file=sys.stderr)
+        print(f"starter: {inert(e)}", file=sys.stderr)
         return 1 if isinstance(e, RunEnded) else 2
     except ServerLost:
         return EXIT_SERVER_LOST  # the line saying so is out already
@@ -203,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return EXIT_SERVER_LOST
-        print(f"starter: Temporal refused the request: {e.message}", file=sys.stderr)
+        print(f"starter: Temporal refused the request: {inert(e.message)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         if following is None:

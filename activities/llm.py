@@ -28,6 +28,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.context_store import ContextStore
 from activities.lost_worker import release_run_from_lost_worker
+from activities.reply_reading import response_of, unreadable_reply, usage_of
 from activities.safe_files import Beneath, UnsafeFile
 from activities.think_context_cache import Resolved, ThinkContextCache
 from activities.token_count import count_prompt_tokens
@@ -40,7 +41,7 @@ from agent_model.activity_specs import (
     TOKEN_LIMIT_ERROR,
 )
 from agent_model.llm_io import ThinkRequest, ThinkResponse
-from agent_model.messages import Function, Message, Role, ToolCall, assistant_message
+from agent_model.messages import Message, Role
 from agent_model.payload import json_size
 from agent_model.usage import TokenUsage
 from agent_model.think_context import (
@@ -502,24 +503,20 @@ class LLMActivities:
         except httpx2.TransportError as e:  # while reading the body, outside the SDK
             raise classify(as_sdk_error(e), settings.model) from None
 
-        if not completion.choices:
+        choices = completion.choices
+        if not choices:
             raise ApplicationError("LLM answered with no choices", type="LLMEmptyResponse")
-        choice = completion.choices[0]
-        tool_calls = [
-            ToolCall(id=c.id, function=Function(name=c.function.name, arguments=c.function.arguments or ""))
-            for c in choice.message.tool_calls or []
-            if getattr(c, "function", None) is not None
-        ]
-        usage = TokenUsage(
-            prompt_tokens=completion.usage.prompt_tokens if completion.usage else 0,
-            completion_tokens=completion.usage.completion_tokens if completion.usage else 0,
-        )
+        # The call is paid for: from here on a reply that cannot be read is a
+        # note for the model, never a failed attempt that Temporal would retry.
+        usage = usage_of(completion)
         record_call(name, settings.model, time.monotonic() - asked, usage)
-        message = assistant_message(choice.message.content, tool_calls)
-        check_reply_size(message)
-        return ThinkResponse(
-            message=message,
-            usage=usage,
-            finish_reason=choice.finish_reason,
-            model=completion.model or settings.model,
-        )
+        try:
+            first = choices[0] if isinstance(choices, list) else None
+            response = response_of(completion, first, parts.messages, settings.model)
+            check_reply_size(response.message)
+        except ApplicationError:
+            raise  # a reply too large: refused on purpose
+        except Exception as e:  # noqa: BLE001 (whatever the reply held)
+            activity.logger.warning("the model's reply could not be read: %s: %s", type(e).__name__, e)
+            return unreadable_reply(e, usage, settings.model, parts.messages)
+        return response

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from agent_model.messages import Message, ToolChoice
 from agent_model.usage import TokenUsage
@@ -61,3 +61,5 @@ class ThinkResponse(BaseModel):
     stored_digest: str | None = None
     """Digest of `message` as written to the shared context store by the
     worker (None: not written)."""
+    note: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    """Why `message` is not the model's own reply (it could not be read), if it is not."""

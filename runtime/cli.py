@@ -14,6 +14,7 @@ from agent_model.profiles import UnknownAgent
 from config.settings import ConfigError
 from runtime.connection import TemporalUnreachable
 from runtime.run_control import RunControlError, RunEnded
+from runtime.terminal_text import inert
 
 
 def exit_now(code: int) -> None:
@@ -37,7 +38,7 @@ class _OneLine(logging.Formatter):
         if error is not None:
             detail = str(error).strip().splitlines()
             text += f": {type(error).__name__}" + (f": {detail[0]}" if detail else "")
-        return f"{self.prefix}{' '.join(text.split())}"
+        return f"{self.prefix}{' '.join(inert(text).split())}"
 
 
 class _Gate(logging.Filter):

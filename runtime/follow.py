@@ -22,6 +22,7 @@ from runtime.cli import mute_temporal_logs
 from runtime.connection import is_unreachable
 from runtime.run_control import RunEnded, ended_line
 from runtime.task_queue import waits_for_worker
+from runtime.terminal_text import inert
 from runtime.tasks import let_go
 
 POLL_INTERVAL = 0.5
@@ -37,7 +38,9 @@ STALL_SECONDS = 2.0
 LOST_RETRY_SECONDS = 60.0
 """How long to wait for a server that stopped answering before giving up."""
 CLEAR_LINE = "\r\x1b[K"
-"""Carriage return and erase-line: redraws the progress line in place."""
+"""Carriage return and erase-line: redraws the progress line in place. The
+only control sequence the starter prints; the run's own text goes through
+`inert` first."""
 
 
 def step_line(record: StepRecord, max_steps: int) -> str:
@@ -72,7 +75,7 @@ async def read_line(stream: TextIO) -> str:
 
 async def ask_user(handle: WorkflowHandle, question: HumanQuestion, out: TextIO) -> None:
     while True:
-        print(f"\n? The agent asks: {question.text}", file=out)
+        print(f"\n? The agent asks: {inert(question.text)}", file=out)
         print("> ", end="", file=out, flush=True)
         line = await read_line(sys.stdin)
         if not line:
@@ -90,7 +93,7 @@ async def ask_user(handle: WorkflowHandle, question: HumanQuestion, out: TextIO)
             await handle.execute_update("answer", HumanAnswer(question_id=question.id, text=text))
             return
         except (WorkflowUpdateFailedError, RPCError) as e:
-            print(f"answer not accepted: {getattr(e, 'cause', None) or e}", file=out)
+            print(f"answer not accepted: {inert(getattr(e, 'cause', None) or e)}", file=out)
             return
 
 
@@ -112,12 +115,12 @@ class AgentProgress:
 
     def _print(self, text: str) -> None:
         prefix = CLEAR_LINE if self.live else ""
-        print(f"{prefix}{self.indent}{text}", file=self.out, flush=True)
+        print(f"{prefix}{self.indent}{inert(text)}", file=self.out, flush=True)
 
     def say(self, text: str) -> None:
         """A line about the run as a whole (not a step), over the progress line."""
         prefix = CLEAR_LINE if self.live else ""
-        print(f"{prefix}{text}", file=self.out, flush=True)
+        print(f"{prefix}{inert(text)}", file=self.out, flush=True)
 
     def watched(self) -> list[str]:
         return [self.handle.id]
@@ -131,7 +134,7 @@ class AgentProgress:
             f"{self.indent}… step {status.step}/{status.max_steps}{tool} · {elapsed:.0f} s · "
             f"{status.usage.total_tokens} tokens"
         )
-        self.out.write(CLEAR_LINE + line)
+        self.out.write(CLEAR_LINE + inert(line))
         self.out.flush()
 
     async def poll(self) -> None:
@@ -189,7 +192,7 @@ class FlowProgress:
         """The step runs in progress at the last poll."""
 
     def _print(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+        print(inert(text), file=self.out, flush=True)
 
     def clear_line(self) -> None:
         for child in self.children.values():

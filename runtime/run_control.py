@@ -28,6 +28,7 @@ from workflows import search_attributes
 from workflows.agent import AgentWorkflow
 from workflows.planning import PlanningFlowWorkflow
 from runtime.tasks import let_go
+from runtime.terminal_text import inert
 
 LIST_LIMIT = 20
 """Runs shown by --list, newest first."""
@@ -243,7 +244,7 @@ async def deliver_answer(
 
 async def answer(client: Client, run_id: str, text: str, out: TextIO) -> None:
     answered, question = await deliver_answer(client, run_id, text, out)
-    print(f"answered question {question.id} of {answered}: {question.text}", file=out)
+    print(inert(f"answered question {question.id} of {answered}: {question.text}"), file=out)
 
 
 # ---- cancel ----------------------------------------------------------------------
@@ -268,7 +269,7 @@ async def cancel(client: Client, run_id: str, out: TextIO, wait_seconds: float =
         if isinstance(result.cause, CancelledError):
             print(f"run {run_id} ended: {AgentState.CANCELLED.value}", file=out)
         else:
-            print(await ended_line(client, run_id, result), file=out)
+            print(inert(await ended_line(client, run_id, result)), file=out)
         return True
     state = result.outcome.value if isinstance(result, PlanningFlowResult) else result.state.value
     print(f"run {run_id} ended: {state}", file=out)
@@ -332,7 +333,7 @@ async def list_runs(client: Client, out: TextIO, limit: int = LIST_LIMIT) -> Non
     rows = [("RUN ID", "AGENT/FLOW", "STATE", "STEP", "AGE")]
     for run in await recent_runs(client, limit):
         step = "" if run.step is None else str(run.step)
-        rows.append((run.run_id, run.kind, run.state, step, age(run.started, now)))
+        rows.append(tuple(inert(cell) for cell in (run.run_id, run.kind, run.state, step, age(run.started, now))))
     if len(rows) == 1:
         print("no runs yet", file=out)
         return
@@ -429,12 +430,12 @@ async def show(client: Client, run_id: str, out: TextIO) -> None:
             if is_running(description)
             else (await finished_result(client, run_id, description)).plan
         )
-        print(plan.render(), file=out)
+        print(inert(plan.render()), file=out)
         runs = [f"step {i + 1}: {s.run_id}" for i, s in enumerate(plan.steps) if s.run_id]
         if runs:
-            print("\nStep runs (show each with --show ID):\n" + "\n".join(runs), file=out)
+            print(inert("\nStep runs (show each with --show ID):\n" + "\n".join(runs)), file=out)
         return
-    print(transcript(await records_of(client, run_id, out)) or "(no step finished yet)", file=out)
+    print(inert(transcript(await records_of(client, run_id, out))) or "(no step finished yet)", file=out)
 
 
 # ---- rewind ----------------------------------------------------------------------------

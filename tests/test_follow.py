@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import sys
 
-from runtime.follow import follow
+from runtime.follow import CLEAR_LINE, follow
 from testkit.fake_openai import Reply, call, terminate
 from tests.test_agent_workflow import PROFILE, start
 
@@ -139,3 +140,30 @@ async def test_a_result_call_failing_while_the_server_is_waited_for_leaves_no_tr
     finally:
         loop.set_exception_handler(None)
     assert [context.get("message") for context in unread] == []
+
+
+async def test_on_a_terminal_only_the_starters_own_control_sequence_is_printed(
+    time_skipping_env, worker, settings, fake_llm, monkeypatch
+):
+    """The progress line is redrawn with CLEAR_LINE; what the run wrote (a tool
+    name, an observation, a question, the answer) reaches the terminal inert."""
+    hostile = "x\x1b[2J\x1b]0;owned\x07\x1b]52;c;b3duZWQ=\x1b\\\rover\x9b1m\x08y"
+    fake_llm.turns = [
+        Reply(tool_calls=[call(f"rocket{hostile}", {})]),
+        Reply(tool_calls=[call("ask_human", {"inquire": f"Sure? {hostile}"})]),
+        terminate(f"done {hostile}"),
+    ]
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"yes\n")
+    monkeypatch.setattr(sys, "stdin", os.fdopen(read_end, "r"))
+    handle = await start(time_skipping_env, settings, profile=PROFILE)
+    terminal = Terminal()
+    with time_skipping_env.auto_time_skipping_disabled():
+        result = await follow(handle, terminal, interactive=True)
+    os.close(write_end)
+    assert result.succeeded
+    text = terminal.getvalue()
+    assert "\r\x1b[K" in text  # the progress line, on a terminal
+    own = text.replace(CLEAR_LINE, "")
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", own), repr(own)
+    assert "unknown tool 'rocketxovery'" in text and "? The agent asks: Sure? xovery" in text

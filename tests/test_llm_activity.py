@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import base64
+import json
 import struct
 import zlib
 from datetime import timedelta
 
 import pytest
 from temporalio.exceptions import ApplicationError
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import ActivityEnvironment
 
+from activities import llm as llm_activity
 from activities.llm import LLMActivities, is_reasoning_model
 from activities.token_count import count_prompt_tokens, image_tokens
 from tools import schemas
 from agent_model.llm_io import ThinkRequest
-from agent_model.messages import ToolChoice, user_message
+from agent_model.messages import Function, ToolCall, ToolChoice, assistant_message, tool_message, user_message
 from config.settings import LLMSettings
-from testkit.fake_openai import EmptyChoices, ErrorReply, Hang, Reply, Reset, call
+from testkit.fake_openai import EmptyChoices, ErrorReply, Hang, Raw, Reply, Reset, call
 
 
 def think_with(fake, **llm) -> LLMActivities:
@@ -208,3 +211,88 @@ async def test_tool_choice_required_is_passed_on(fake_llm):
     fake_llm.turns = [Reply(tool_calls=[call("terminate", {"status": "success"})])]
     await think(think_with(fake_llm), request(tools=schemas(["terminate"]), tool_choice=ToolChoice.REQUIRED))
     assert fake_llm.requests[0].body["tool_choice"] == "required"
+
+
+# ---- a reply that could not be kept as it came: repaired, never a retry ----------------
+
+
+def as_payload(response) -> None:
+    """Raises as the worker would when it reports the think's result to Temporal."""
+    pydantic_data_converter.payload_converter.to_payloads([response])
+
+
+async def test_a_lone_surrogate_anywhere_in_the_reply_is_replaced_once_paid_for(fake_llm):
+    fake_llm.turns = [
+        Reply(content="a\ud800b", tool_calls=[call("ba\udc00sh", {"command": "echo \ud800"}, id="id\ud800")])
+    ]
+    response = await think(think_with(fake_llm), request())
+    as_payload(response)
+    assert response.message.content == "a\ufffdb"
+    (reply_call,) = response.message.tool_calls
+    assert (reply_call.id, reply_call.function.name) == ("id\ufffd", "ba\ufffdsh")
+    assert json.loads(reply_call.function.arguments) == {"command": "echo \ufffd"}
+    assert len(fake_llm.requests) == 1
+
+
+async def test_repeated_empty_and_window_tool_call_ids_are_renamed(fake_llm):
+    earlier = [
+        user_message("task"),
+        assistant_message(None, [ToolCall(id="old", function=Function(name="bash", arguments="{}"))]),
+        tool_message("done", "old", "bash"),
+    ]
+    body = completion({
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "dup", "type": "function", "function": {"name": "bash", "arguments": "{}"}},
+            {"id": "dup", "type": "function", "function": {"name": "bash", "arguments": "{}"}},
+            {"id": "", "type": "function", "function": {"name": "bash", "arguments": "{}"}},
+            {"id": "old", "type": "function", "function": {"name": "bash", "arguments": "{}"}},
+        ],
+    })
+    fake_llm.turns = [None, Raw(body=body)]  # turn 1: the window has one reply already
+    response = await think(think_with(fake_llm), ThinkRequest(messages=earlier))
+    assert [c.id for c in response.message.tool_calls] == ["dup", "dup-2", "call_3", "old-2"]
+
+
+def completion(message: dict, **fields) -> dict:
+    return {"id": "x", "object": "chat.completion", "model": "gpt-4o", "choices": [
+        {"index": 0, "message": message, "finish_reason": "tool_calls"}
+    ], **fields}
+
+
+async def test_fields_of_the_wrong_type_are_read_as_text_and_numbers(fake_llm):
+    body = completion(
+        {"content": 5, "tool_calls": [{"id": None, "function": {"name": 3, "arguments": {"a": 1}}}, "junk"]},
+        usage={"prompt_tokens": "many", "completion_tokens": -1},
+    )
+    body["choices"][0]["finish_reason"] = 7
+    body["model"] = ["not", "a", "name"]
+    fake_llm.turns = [Raw(body=body)]
+    response = await think(think_with(fake_llm), request())
+    as_payload(response)
+    assert response.message.content == "5"
+    (reply_call,) = response.message.tool_calls
+    assert (reply_call.id, reply_call.function.name, reply_call.function.arguments) == ("call_1", "3", '{"a": 1}')
+    assert (response.usage.prompt_tokens, response.usage.completion_tokens) == (0, 0)
+    assert (response.finish_reason, response.model, response.note) == (None, "gpt-4o", None)
+    assert len(fake_llm.requests) == 1
+
+
+async def test_a_reply_that_cannot_be_read_is_a_note_not_a_failed_attempt(fake_llm, monkeypatch):
+    """Whatever still goes wrong once the call is paid for: the think returns
+    the failure as a note and a call of no tool, which the run answers."""
+    from activities.reply_reading import UNREADABLE_REPLY_TOOL
+
+    def unreadable(*_):
+        raise KeyError("something unforeseen")
+
+    monkeypatch.setattr(llm_activity, "response_of", unreadable)
+    fake_llm.turns = [Reply(content="fine", usage=(7, 3))]
+    response = await think(think_with(fake_llm), request())
+    as_payload(response)
+    assert "could not be read" in response.note and "KeyError" in response.note
+    (stand_in,) = response.message.tool_calls
+    assert stand_in.function.name == UNREADABLE_REPLY_TOOL
+    assert (response.usage.prompt_tokens, response.usage.completion_tokens) == (7, 3)
+    assert len(fake_llm.requests) == 1

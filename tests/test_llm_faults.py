@@ -30,7 +30,7 @@ from agent_model.profiles import AgentProfile
 from agent_model.run import AgentRunInput, AgentRunResult
 from agent_model.state import AgentState, StopReason
 from runtime.worker_factory import build_worker
-from testkit.fake_openai import EmptyChoices, ErrorReply, Hang, Reply, Reset, call, terminate
+from testkit.fake_openai import EmptyChoices, ErrorReply, Hang, Raw, Reply, Reset, call, terminate
 from testkit.settings import make_settings
 from workflows.agent import AgentWorkflow
 
@@ -174,6 +174,53 @@ async def test_unknown_tool_becomes_an_observation(time_skipping_env, worker, se
     assert tool_reply["content"] == "Error: unknown tool 'launch_rocket'. Available tools: python_execute, terminate."
     assert result.steps[0].tool_calls[0].error
     assert {name for name, _, _ in await activity_events(handle)} == {"prepare_workspace", "think"}
+
+
+async def test_repeated_and_empty_tool_call_ids_are_renamed_so_the_next_request_is_valid(
+    time_skipping_env, worker, settings, fake_llm
+):
+    """The API refuses (400) a request in which two calls share an id or a call
+    has none; the run's next request must be one it accepts."""
+    empty_id = {
+        "id": "x", "object": "chat.completion", "model": "gpt-4o",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "tool_calls": [
+            {"id": "", "type": "function", "function": {"name": "launch_rocket", "arguments": "{}"}},
+            {"id": "dup", "type": "function", "function": {"name": "launch_rocket", "arguments": "{}"}},
+        ]}}],
+    }
+    fake_llm.turns = [
+        Reply(tool_calls=[call("launch_rocket", {"n": 1}, id="dup"), call("launch_rocket", {"n": 2}, id="dup")]),
+        Raw(body=empty_id),
+        terminate(ANSWER),
+    ]
+    _, result = await run_agent(time_skipping_env, settings)
+    assert (result.state, result.stop_reason) == (AgentState.FINISHED, StopReason.TERMINATED), result
+    assert attempts_by_turn(fake_llm) == {0: 1, 1: 1, 2: 1}
+    messages = fake_llm.requests[-1].messages
+    call_ids = [c["id"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+    answered = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
+    assert len(call_ids) == 4 and all(call_ids) and len(set(call_ids)) == 4, call_ids
+    assert answered == call_ids
+
+
+async def test_a_lone_surrogate_in_the_reply_is_replaced_and_the_step_asked_once(
+    time_skipping_env, worker, settings, fake_llm
+):
+    """JSON "\\ud800" is valid JSON but no UTF-8: the reply is kept with
+    U+FFFD in its place, not retried until the run fails."""
+    fake_llm.turns = [
+        Reply(content="thinking \ud800", tool_calls=[call("launch\ud800", {"where": "\udc00"}, id="id\ud800")]),
+        terminate(ANSWER),
+    ]
+    _, result = await run_agent(time_skipping_env, settings)
+    assert (result.state, result.stop_reason) == (AgentState.FINISHED, StopReason.TERMINATED), result
+    assert attempts_by_turn(fake_llm) == {0: 1, 1: 1}
+    step = result.steps[0]
+    assert step.thought == "thinking \ufffd"
+    assert (step.tool_calls[0].id, step.tool_calls[0].name) == ("id\ufffd", "launch\ufffd")
+    assert step.tool_calls[0].error  # an unknown tool: an observation for the model
+    assistant = [m for m in fake_llm.requests[1].messages if m["role"] == "assistant"]
+    assert assistant[0]["content"] == "thinking \ufffd"
 
 
 # ---- content filter --------------------------------------------------------------------
