@@ -145,6 +145,8 @@ class McpServe:
     """(host, port) for streamable HTTP; None: stdio."""
     worker: bool = False
     """Run a worker in this process for as long as the server runs."""
+    show_token: bool = False
+    """With http: print the bearer token clients must send (it is printed anyway when new)."""
     config: str | None = None
 
 
@@ -298,6 +300,10 @@ def build_parser() -> Parser:
         help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio",
     )
     mcp.add_argument("--worker", action="store_true", help="also run a worker in this process while serving")
+    mcp.add_argument(
+        "--show-token", action="store_true",
+        help="with --http: print the bearer token that clients must send (printed anyway when first made)",
+    )
     add_config(mcp)
     add_mcp_run_options(commands.add_parser(
         "mcp", help="run the mcp agent with MCP servers: configured ones, or one given by command or URL (as run_mcp.py)"
@@ -350,6 +356,8 @@ def parse_command(argv: Sequence[str]) -> Command:
         command = COMMANDS[args.command](**{k: v for k, v in vars(args).items() if k != "command"})
     if isinstance(command, (Attach, Show, Result, Answer, Cancel, Rewind)) and not command.run_id.strip():
         raise UsageError("the run id is empty")
+    if isinstance(command, McpServe) and command.show_token and command.http is None:
+        raise UsageError("--show-token goes with --http (over stdio no token is needed)")
     return command
 
 

@@ -8,7 +8,9 @@ out (`python worker.py`, or this server's own with --worker).
 
 The transport is stdio unless --http HOST:PORT asks for streamable HTTP (at
 http://HOST:PORT/mcp). In stdio mode stdout is the protocol channel, so
-everything else this process says goes to stderr.
+everything else this process says goes to stderr. Over HTTP every request
+must carry the server's bearer token (runtime/mcp_token.py); stdio needs
+none, since only the process that started the server can speak on it.
 
 Each tool's failure (no such run, no server to reach, a refused answer) is a
 tool error of one line; the server keeps serving.
@@ -23,8 +25,10 @@ import io
 import logging
 import socket
 import sys
+from pathlib import Path
 from typing import Annotated, Any, Awaitable, Callable, Literal
 
+import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import ToolAnnotations
@@ -43,6 +47,7 @@ from runtime.cli import USER_ERRORS, UsageError
 from runtime.connection import connect_config, is_unreachable
 from runtime.embedded_server import web_ui_url
 from runtime.in_process_worker import InProcessWorker
+from runtime.mcp_token import RequireBearer, load_or_create_token, token_path
 from runtime.run_control import LIST_LIMIT, RunControlError, RunEnded, StepsPage, one_line
 from runtime.run_start import check_task_fits, report_worker_for_detached, start_agent_run, start_planning_flow
 from runtime.server_choice import connect_for
@@ -521,7 +526,7 @@ def build_server(runs: Runs) -> RunServer:
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-async def serve(config: str | None, http: tuple[str, int] | None, worker: bool) -> int:
+async def serve(config: str | None, http: tuple[str, int] | None, worker: bool, show_token: bool = False) -> int:
     """Serve MCP until the client goes (stdio) or the process is stopped (HTTP)."""
     settings = load_settings(config)
     runs = Runs(settings)
@@ -536,19 +541,33 @@ async def serve(config: str | None, http: tuple[str, int] | None, worker: bool) 
             return 0
         host, port = http
         check_can_listen(host, port)
+        path = token_path()
+        token, created = load_or_create_token(path)
         if host not in LOOPBACK:
             print(
-                f"mcp-server: listening on {host}, not a loopback address: the server has no authentication, "
-                "so whoever reaches the port can start runs",
+                f"mcp-server: listening on {host}, not a loopback address: plain HTTP carries the token "
+                "unencrypted, so keep it to networks you trust (or put TLS in front)",
                 file=sys.stderr,
             )
         shown = f"[{host}]" if ":" in host else host
-        print(f"mcp-server: serving MCP at http://{shown}:{port}/mcp", file=sys.stderr, flush=True)
+        print(f"mcp-server: serving MCP at http://{shown}:{port}/mcp", file=sys.stderr)
+        print(token_line(path, token, created or show_token), file=sys.stderr, flush=True)
+        app = RequireBearer(server.streamable_http_app(host=host), token)
         try:
-            await server.run_streamable_http_async(host=host, port=port)
+            await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
         except SystemExit:  # uvicorn's way to fail its start-up (it logged why)
             raise UsageError(f"could not serve HTTP on {shown}:{port}") from None
     return 0
+
+
+def token_line(path: Path, token: str, show: bool) -> str:
+    """How clients authenticate; the token itself when it is new or asked for."""
+    if show:
+        return f"mcp-server: clients must send the header 'Authorization: Bearer {token}' (the token is kept in {path})"
+    return (
+        f"mcp-server: clients must send the header 'Authorization: Bearer TOKEN' with the token kept in {path} "
+        "(--show-token prints it)"
+    )
 
 
 def check_can_listen(host: str, port: int) -> None:

@@ -1,21 +1,28 @@
 """`starter.py mcp-server` driven by the MCP client SDK, on the dev server with
 the fake model: tools listed, runs started, followed, answered, cancelled and
-listed over stdio, and a smoke test of streamable HTTP."""
+listed over stdio, and a smoke test of streamable HTTP, which requires the
+server's bearer token."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
+import re
 import socket
+import stat
 import sys
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
 pytest.importorskip("mcp", reason="the mcp package is not installed (pip install -r requirements.txt)")
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from runtime.cli import UsageError
 from runtime.command_line import McpServe, parse_command
@@ -183,21 +190,43 @@ async def test_a_flow_is_followed_and_its_step_answered_over_stdio(dev_env, fake
         assert [s["step"] for s in steps["steps"]] == [1, 2]
 
 
+def http_env(tmp_path: Path, address: str, queue: str, base_url: str) -> dict[str, str]:
+    """The server's environment, its data directory (and so its token) under tmp_path."""
+    return child_env(
+        tmp_path, address=address, task_queue=queue, base_url=base_url,
+        extra={"DURABLE_MANUS_DATA_DIR": str(tmp_path / "data")},
+    )
+
+
+async def http_server(env: dict[str, str], log_dir: Path, *args: str):
+    """`mcp-server --http` on a free port, once it listens: (the child, the port)."""
+    port = free_port()
+    server = start_starter(["mcp-server", "--http", f"127.0.0.1:{port}", *args], env, log_dir, name="mcp-http")
+    await wait_until(lambda: f"127.0.0.1:{port}/mcp" in server.stderr(), 20, "the HTTP server", 0.1)
+
+    def listening() -> bool:
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    await wait_until(listening, 20, "the port", 0.1)
+    return server, port
+
+
+def http_client(port: int, token: str) -> Client:
+    """An MCP client that sends the token as every request's bearer token."""
+    headers = {"Authorization": f"Bearer {token}"}
+    transport = streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=create_mcp_http_client(headers=headers))
+    return Client(transport, read_timeout_seconds=60)
+
+
 async def test_streamable_http_serves_the_same_tools(dev_env, fake_llm, tmp_path):
     queue = unique_queue("mcp-http")
-    env = child_env(tmp_path, address=server_address(dev_env), task_queue=queue, base_url=fake_llm.base_url)
-    port = free_port()
+    env = http_env(tmp_path, server_address(dev_env), queue, fake_llm.base_url)
     left: list[str] = []
-    server = start_starter(["mcp-server", "--http", f"127.0.0.1:{port}"], env, tmp_path / "logs", name="mcp-http")
+    server, port = await http_server(env, tmp_path / "logs")
     try:
-        await wait_until(lambda: f"127.0.0.1:{port}/mcp" in server.stderr(), 20, "the HTTP server", 0.1)
-
-        def listening() -> bool:
-            with socket.socket() as s:
-                return s.connect_ex(("127.0.0.1", port)) == 0
-
-        await wait_until(listening, 20, "the port", 0.1)
-        async with Client(f"http://127.0.0.1:{port}/mcp", read_timeout_seconds=60) as client:
+        token = (tmp_path / "data" / "mcp-token").read_text().strip()
+        async with http_client(port, token) as client:
             session = Session(client)
             assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS
             started = await session.call("start_run", task="Nobody works on this queue")
@@ -225,6 +254,71 @@ def test_the_command_line_names_the_transport():
     command = parse_command(["mcp-server", "--http", "127.0.0.1:8000", "--worker", "--config", "c.toml"])
     assert command == McpServe(http=("127.0.0.1", 8000), worker=True, config="c.toml")
     assert parse_command(["mcp-server", "--http", "[::1]:9000"]).http == ("::1", 9000)
+    assert parse_command(["mcp-server", "--http", "127.0.0.1:8000", "--show-token"]).show_token is True
+    with pytest.raises(UsageError, match="--show-token goes with --http"):
+        parse_command(["mcp-server", "--show-token"])
     for bad in ("8000", "host:", "host:99999", ":80"):
         with pytest.raises(UsageError, match="is not HOST:PORT"):
             parse_command(["mcp-server", "--http", bad])
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "0"}},
+}
+
+
+async def test_http_requires_the_bearer_token(tmp_path):
+    """Without the token or with a wrong one every request is refused (401);
+    with it the MCP handshake works. The token file is the operator's alone."""
+    env = http_env(tmp_path, "127.0.0.1:9", unique_queue("mcp-auth"), "http://127.0.0.1:9/v1")
+    server, port = await http_server(env, tmp_path / "logs")
+    url = f"http://127.0.0.1:{port}/mcp"
+    accept = {"Accept": "application/json, text/event-stream"}
+    try:
+        async with httpx2.AsyncClient(timeout=20) as raw:
+            answer = await raw.post(url, json=INITIALIZE, headers=accept)
+            assert answer.status_code == 401, answer.text
+            assert answer.headers["www-authenticate"].startswith("Bearer")
+            token_file = tmp_path / "data" / "mcp-token"
+            assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+            assert stat.S_IMODE(token_file.parent.stat().st_mode) == 0o700
+            token = token_file.read_text().strip()
+            assert f"Authorization: Bearer {token}" in server.stderr()  # new: shown once
+            for refused in ({"Authorization": "Bearer wrong-token"}, {"Authorization": f"Basic {token}"},
+                            {"Authorization": f"Bearer {token[:-1]}"}, {"Authorization": f"Bearer {token}x"}):
+                answer = await raw.post(url, json=INITIALIZE, headers={**accept, **refused})
+                assert answer.status_code == 401, (refused, answer.text)
+            assert (await raw.get(url, headers=accept)).status_code == 401
+        async with http_client(port, token) as client:
+            assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS
+    finally:
+        await server.stop()
+
+
+def test_the_token_is_made_once_reused_and_shown_only_when_new_or_asked(tmp_path):
+    from runtime.mcp_server import token_line
+    from runtime.mcp_token import TOKEN_FILENAME, load_or_create_token
+
+    path = tmp_path / "data" / TOKEN_FILENAME
+    token, created = load_or_create_token(path)
+    assert created and re.fullmatch(r"[A-Za-z0-9_-]{43}", token)
+    assert load_or_create_token(path) == (token, False)  # the next start
+    assert [p.name for p in path.parent.iterdir()] == [TOKEN_FILENAME]  # no draft left behind
+    assert token in token_line(path, token, show=True)
+    hidden = token_line(path, token, show=False)
+    assert token not in hidden and str(path) in hidden and "--show-token" in hidden
+
+
+def test_a_token_file_others_can_read_is_refused(tmp_path):
+    from runtime.mcp_token import TOKEN_FILENAME, load_or_create_token, read_token
+
+    path = tmp_path / "data" / TOKEN_FILENAME
+    load_or_create_token(path)
+    os.chmod(path, 0o644)
+    with pytest.raises(UsageError, match="readable by other accounts"):
+        load_or_create_token(path)
+    path.unlink()
+    path.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(UsageError, match="cannot read the MCP token file"):
+        read_token(path)
