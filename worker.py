@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import sys
+from typing import TextIO
 
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
@@ -23,6 +24,8 @@ from activities.tools.sandbox import SandboxUnavailable
 from config.settings import ConfigError, load_settings
 from runtime.cli import exit_now
 from runtime.connection import TemporalUnreachable, connect
+from runtime.control_plane import METRICS_VARIABLE
+from runtime.terminal_text import InertFormatter
 from runtime.worker_factory import build_worker, check_worker_settings, harden_worker_process
 
 
@@ -48,6 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def run_worker(args: argparse.Namespace) -> int:
     runtime = metrics_runtime(args.metrics) if args.metrics else None
+    if args.metrics:  # the web rules refuse it (runtime/control_plane.py)
+        os.environ[METRICS_ENV] = args.metrics
     settings = load_settings(args.config)
     for note in settings.notes:
         logging.info("config: %s", note)
@@ -69,7 +74,7 @@ async def run_worker(args: argparse.Namespace) -> int:
     return 0
 
 
-METRICS_ENV = "DURABLE_MANUS_METRICS"
+METRICS_ENV = METRICS_VARIABLE
 
 
 def metrics_runtime(address: str) -> Runtime:
@@ -86,8 +91,19 @@ def metrics_runtime(address: str) -> Runtime:
     return runtime
 
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def log_handler(stream: TextIO) -> logging.Handler:
+    """The worker's log on `stream`, inert: its lines quote what MCP servers,
+    models and pages sent (runtime/terminal_text.py)."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(InertFormatter(LOG_FORMAT))
+    return handler
+
+
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, handlers=[log_handler(sys.stderr)])
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return asyncio.run(run_worker(args))

@@ -64,7 +64,7 @@ def timestamps(history, kind: str) -> list[tuple[float, float]]:
 async def durable(ctx: Context, site: FakeSite, action: str, steps: int) -> dict[str, float]:
     root = ctx.workspace(f"p6-{action}")
     settings = bench_settings(ctx.fake.base_url, root).model_copy(
-        update={"tool_sandbox": "auto", "web": WebSettings(allow=("127.0.0.1",))}
+        update={"tool_sandbox": "auto", "web": WebSettings(allow=(site.origin,))}
     )
     profile = bench_profile(steps, ["browser_use"])
     # The run opens its page first, so scroll_down has a page to scroll.
@@ -109,7 +109,7 @@ async def ordinary(ctx: Context, steps: int) -> float:
 async def direct(ctx: Context, site: FakeSite, action: str, steps: int) -> dict[str, float]:
     root = ctx.workspace(f"p6-direct-{action}")
     settings = bench_settings(ctx.fake.base_url, root).model_copy(
-        update={"tool_sandbox": "auto", "web": WebSettings(allow=("127.0.0.1",))}
+        update={"tool_sandbox": "auto", "web": WebSettings(allow=(site.origin,))}
     )
     resources = worker_resources(settings, own_queue="p6-direct")
     sessions = resources.browser_sessions

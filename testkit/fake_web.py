@@ -56,6 +56,11 @@ class FakeWeb:
     def url(self, path: str = "/") -> str:
         return f"http://127.0.0.1:{self.port}{path}"
 
+    @property
+    def origin(self) -> str:
+        """The server's origin, as `[web] allow` opens it."""
+        return f"http://127.0.0.1:{self.port}"
+
     def requests_to(self, path: str) -> list[Seen]:
         return [s for s in self.seen if s.path == path]
 

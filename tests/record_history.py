@@ -294,7 +294,7 @@ async def record_browser_run(
         return turns[turn_of(body)]
 
     fake.responder = responder
-    settings = recording_settings(fake, scratch / "workspace", tool_sandbox="auto", web=WebSettings(allow=("127.0.0.1",)))
+    settings = recording_settings(fake, scratch / "workspace", tool_sandbox="auto", web=WebSettings(allow=(site.origin,)))
     try:
         run = AgentRunInput(task="Read the second page's heading.", agent="browser")
         result, handle = await run_to_end(client, settings, run, workflow_id, timeout)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -25,10 +26,14 @@ from activities.web.access import WebAccess
 from activities.workspace import Workspace
 from agent_model.browser import MAX_TABS, BrowserRequest, BrowserResult, BrowserState, BrowserTab, checked_action
 from temporalio.exceptions import ApplicationError
-from config.settings import BrowserSettings, SearchSettings
+from config.mcp_config import McpServerSettings
+from config.settings import BrowserSettings, SearchSettings, WebSettings
+from runtime.worker_factory import web_access
 from testkit import fake_web
+from testkit.counting_listener import ConnectionCounter, addresses_from_ip, url_host
 from testkit.fake_site import MARKER, CountingServer, FakeSite
 from testkit.fake_web import Answer, FakeWeb
+from testkit.settings import make_settings
 
 BROWSER_MISSING = (
     "the Python package playwright is not installed" if importlib.util.find_spec("playwright") is None
@@ -99,7 +104,7 @@ async def world(tmp_path_factory):
     control = CountingServer("127.0.0.1")  # stands for the Temporal frontend
     engine = FakeWeb().start()
     engine.route("/html/", Answer(body=fake_web.duckduckgo_page([("The fixture form", site.url("/form"), "A form")])))
-    access = WebAccess(allow=["127.0.0.1"], control_plane=[("127.0.0.1", control.port)], timeout=5)
+    access = WebAccess(allow=[site.origin, engine.origin], control_plane=[("127.0.0.1", control.port)], timeout=5)
     from activities.browser.sessions import BrowserSessions
     from activities.web.search import WebSearch
 
@@ -344,8 +349,70 @@ async def test_page_scripts_reach_only_what_the_web_rules_allow(world):
     direct = await world.act(action="go_to_url", url=world.forbidden.url("/"))
     assert direct.error and "the browser's proxy refused it" in direct.output and "loopback" in direct.output
     control = await world.act(action="go_to_url", url=world.control.url("/"))
-    assert control.error and "the agent's own LLM or Temporal endpoint" in control.output
+    assert control.error and "part of the agent's control plane" in control.output
     assert world.forbidden.hits == 0 and world.control.hits == 0
+
+
+CONTROL_PLANE_PROBE = """<!DOCTYPE html><html><head><title>probing</title></head><body><p id="outcome">pending</p><script>
+const targets = %s;
+const tries = targets.flatMap((url) => [
+  fetch(url, {mode: "no-cors"}),
+  // CORS-simple: no preflight, so a server would act on it before any CORS check.
+  fetch(url, {method: "POST", mode: "no-cors", headers: {"Content-Type": "text/plain"}, body: '{"reason": "terminate"}'}),
+]);
+Promise.allSettled(tries)
+  .then(() => fetch("/probe-done", {method: "POST", body: String(tries.length)}))
+  .finally(() => { document.title = "done"; });
+</script></body></html>"""
+
+
+async def test_page_scripts_reach_no_control_plane_port_on_any_address_of_this_host(world, tmp_path, monkeypatch):
+    """A page on an allowed origin fetches and POSTs every control-plane port
+    (configured the way a worker finds them) on loopback under many
+    spellings and on the host's other addresses: no connection gets through,
+    though the allow list even opens those ports."""
+    from activities.browser.sessions import BrowserSessions
+
+    kinds = ("llm", "frontend", "http_api", "ui", "metrics", "mcp")
+    listeners = {kind: ConnectionCounter() for kind in (*kinds, "opened")}  # opened: no endpoint, allowed
+    port = {kind: listener.port for kind, listener in listeners.items()}
+    monkeypatch.setenv("TEMPORAL_ADDRESS", f"127.0.0.1:{port['frontend']}")
+    monkeypatch.setenv("TEMPORAL_UI_URL", f"http://127.0.0.1:{port['ui']}")
+    monkeypatch.setenv("DURABLE_MANUS_METRICS", f"0.0.0.0:{port['metrics']}")
+    ports = ",".join(str(p) for p in port.values())
+    others = addresses_from_ip()
+    settings = make_settings(f"http://127.0.0.1:{port['llm']}/v1", tmp_path).model_copy(update={
+        "web": WebSettings(
+            allow=(world.site.origin, f"127.0.0.0/8 ports {ports}", f"::1 ports {ports}", *(f"{a} ports {ports}" for a in others)),
+            control_plane=(f"127.0.0.1:{port['http_api']}",),
+        ),
+        "mcp_servers": {"tools": McpServerSettings(kind="http", url=f"http://127.0.0.1:{port['mcp']}/mcp")},
+    })
+    hosts = ["127.0.0.1", "127.0.0.2", "2130706433", "0x7f.1", "[::1]", "[::ffff:127.0.0.1]", "localhost", "0.0.0.0", "[::]"]
+    hosts += [url_host(a) for a in others]
+    targets = [f"http://{host}:{port[kind]}/api/v1/namespaces/default/workflows" for host in hosts for kind in kinds]
+    targets.append(f"http://2130706433:{port['opened']}/")
+    world.site.route("/control-plane-probe", Answer(body=CONTROL_PLANE_PROBE % json.dumps(targets)))
+    sessions = BrowserSessions(
+        BrowserSettings(navigation_timeout=NAVIGATION_TIMEOUT), Workspace(tmp_path / "ws"), world.sandbox,
+        web_access(settings), None,
+    )
+    driver = Driver(sessions, world.site, tmp_path / "ws")
+    try:
+        result = await driver.act(action="go_to_url", url=world.url("/control-plane-probe"))
+        for _ in range(120):
+            if result.state.current.title == "done":
+                break
+            result = await driver.act(action="wait", seconds=1)
+        assert result.state.current.title == "done", result.output
+    finally:
+        await sessions.close_all()
+        for listener in listeners.values():
+            listener.stop()
+    # The script ran to its end, and its own origin was reachable all along.
+    assert [seen.body for seen in world.site.requests_to("/probe-done")] == [str(2 * len(targets)).encode()]
+    assert listeners["opened"].connections >= 1  # a port the rules open is reached, spelt as a number
+    assert {kind: listeners[kind].connections for kind in kinds} == dict.fromkeys(kinds, 0)
 
 
 async def test_only_http_and_https_urls_are_opened(world):
@@ -433,7 +500,7 @@ async def test_unconfined_mode_still_goes_through_the_checking_proxy(world, tmp_
         opened = await driver.act(action="go_to_url", url=world.url("/page2"))
         assert not opened.error and opened.state.current.title == "Second page"
         refused = await driver.act(action="go_to_url", url=world.control.url("/"))
-        assert refused.error and "the agent's own LLM or Temporal endpoint" in refused.output
+        assert refused.error and "part of the agent's control plane" in refused.output
     finally:
         await sessions.close_all()
     assert world.control.hits == 0
@@ -447,9 +514,12 @@ async def test_the_proxy_check_applies_the_web_rules_to_ipv6_and_names():
     from activities.tools.egress_proxy import DestinationRefused
 
     refusals = RecentRefusals()
-    check = web_rules(WebAccess(allow=["127.0.0.1"], control_plane=[("127.0.0.1", 7233)]), refusals)
+    check = web_rules(WebAccess(allow=["http://127.0.0.1:8080"], control_plane=[("127.0.0.1", 7233)]), refusals)
     assert await check("127.0.0.1", 8080) == "127.0.0.1"
-    for host, port, reason in [("::1", 80, "loopback"), ("127.0.0.1", 7233, "Temporal"), ("localhost", 80, "local host name")]:
+    for host, port, reason in [
+        ("::1", 80, "loopback"), ("127.0.0.1", 8081, "loopback"), ("127.0.0.1", 7233, "control plane"),
+        ("2130706433", 7233, "control plane"), ("localhost", 80, "local host name"),
+    ]:
         with pytest.raises(DestinationRefused, match=reason) as refused:
             await check(host, port)
         assert refused.value.status == 403

@@ -70,10 +70,10 @@ def payload_text(history, activity: str) -> str:
     return "\n".join(payloads)
 
 
-def site_settings(fake_llm, tmp_path):
+def site_settings(fake_llm, tmp_path, site):
     """A worker with the tool sandbox on, allowed to reach the fixture site."""
     return make_settings(fake_llm.base_url, tmp_path / "workspace", tool_sandbox="auto").model_copy(
-        update={"web": WebSettings(allow=("127.0.0.1",))}
+        update={"web": WebSettings(allow=(site.origin,))}
     )
 
 
@@ -89,7 +89,7 @@ def scheduled_browser_actions(history) -> list[tuple[str, str]]:
 
 @needs_browser
 async def test_a_run_fills_a_form_extracts_and_keeps_screenshots_out_of_history(dev_env, fake_llm, site, tmp_path):
-    settings = site_settings(fake_llm, tmp_path)
+    settings = site_settings(fake_llm, tmp_path, site)
     form = site.url("/form")
     turns = [
         browse("go_to_url", url=form),
@@ -164,7 +164,7 @@ async def test_a_killed_worker_s_browser_session_is_restored_and_the_run_finishe
     tabs and runs it; the model is told the session was restored."""
     queue = unique_queue("browser-kill")
     config = tmp_path / "config.toml"
-    config.write_text('[web]\nallow = ["127.0.0.1"]\n', encoding="utf-8")
+    config.write_text(f'[web]\nallow = ["{site.origin}"]\n', encoding="utf-8")
     logs = tmp_path / "logs"
     logs.mkdir()
     form, second = site.url("/form"), site.url("/page2")
@@ -260,7 +260,7 @@ def test_a_worker_without_chromium_refuses_the_tool_in_one_line(tmp_path):
 
 @needs_browser
 async def test_cancel_during_a_browser_action_ends_the_run_and_closes_its_browser(dev_env, fake_llm, site, tmp_path):
-    settings = site_settings(fake_llm, tmp_path)
+    settings = site_settings(fake_llm, tmp_path, site)
     fake_llm.turns = [browse("go_to_url", url=site.url("/")), browse("wait", seconds=30), terminate("never")]
     async with build_worker(dev_env.client, settings) as worker:
         handle = await dev_env.client.start_workflow(
@@ -319,7 +319,7 @@ async def test_hostile_arguments_are_observations_and_reach_no_browser(dev_env, 
 
 @needs_browser
 async def test_a_run_that_continues_as_new_keeps_its_live_page(dev_env, fake_llm, site, tmp_path):
-    settings = site_settings(fake_llm, tmp_path)
+    settings = site_settings(fake_llm, tmp_path, site)
     fake_llm.turns = [browse("go_to_url", url=site.url("/long")), browse("scroll_down"), terminate("done")]
     async with build_worker(dev_env.client, settings) as worker:
         handle = await dev_env.client.start_workflow(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import socket
 import stat
@@ -174,7 +175,7 @@ def python(code: str) -> list[str]:
 
 
 async def test_plain_http_through_the_forwarder(start_proxy, origin):
-    proxy, recorder = await start_proxy(allow=("127.0.0.1/32",), ports={origin})
+    proxy, recorder = await start_proxy(allow=(f"127.0.0.1 ports {origin}",))
     code, out, err = await forward(proxy.socket_path, python(f"""
         import os, urllib.request
         print(os.environ["HTTP_PROXY"].startswith("http://127.0.0.1:"))
@@ -193,7 +194,7 @@ async def test_plain_http_through_the_forwarder(start_proxy, origin):
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 async def test_curl_uses_the_forwarder_and_shows_refusals(start_proxy, origin):
-    proxy, recorder = await start_proxy(allow=("127.0.0.1/32",), ports={origin, 80})
+    proxy, recorder = await start_proxy(allow=(f"127.0.0.1 ports {origin}",))
     code, out, _ = await forward(proxy.socket_path, [
         "sh", "-c", f"curl -sS http://origin.test:{origin}/curl; echo; curl -sS http://metadata.test/latest/",
     ])
@@ -206,7 +207,7 @@ async def test_curl_uses_the_forwarder_and_shows_refusals(start_proxy, origin):
 
 
 async def test_connect_tunnel_through_the_forwarder(start_proxy, echo):
-    proxy, recorder = await start_proxy(allow=("127.0.0.1/32",), ports={echo})
+    proxy, recorder = await start_proxy(allow=(f"127.0.0.1 ports {echo}",))
     code, out, err = await forward(proxy.socket_path, python(f"""
         import os, socket
         port = int(os.environ["HTTPS_PROXY"].rsplit(":", 1)[1])
@@ -267,7 +268,7 @@ async def test_non_public_destinations_are_refused_before_connecting(start_proxy
 
 
 async def test_ports_outside_the_set_are_refused_unresolved(start_proxy, origin):
-    proxy, recorder = await start_proxy(allow=("127.0.0.1/32",))
+    proxy, recorder = await start_proxy(allow=("127.0.0.1 ports 80",))
     status, reply = await ask(proxy, b"CONNECT origin.test:22 HTTP/1.1\r\n\r\n")
     assert status == 403
     assert b"egress to port 22 is not allowed (allowed ports: 80, 443)" in reply
@@ -276,17 +277,19 @@ async def test_ports_outside_the_set_are_refused_unresolved(start_proxy, origin)
     assert (recorder.resolved, recorder.connected) == ([], [])
 
 
-async def test_allow_list_by_host_name_and_deny_list(start_proxy, origin):
-    proxy, recorder = await start_proxy(allow=("origin.test",), ports={origin})
+async def test_allow_list_by_origin_and_the_control_plane(start_proxy, origin):
+    proxy, recorder = await start_proxy(allow=(f"http://origin.test:{origin}",))
     status, reply = await ask(proxy, f"GET http://origin.test:{origin}/named HTTP/1.0\r\n\r\n".encode())
     assert status == 200 and reply.endswith(b"hello from origin /named")
     # The name is allowed, not its address under another name.
     status, _ = await ask(proxy, f"GET http://127.0.0.1:{origin}/ HTTP/1.1\r\n\r\n".encode())
     assert status == 403
 
-    proxy, recorder = await start_proxy(allow=("127.0.0.0/8",), deny=("127.0.0.1/32",), ports={origin})
-    status, reply = await ask(proxy, f"GET http://origin.test:{origin}/ HTTP/1.1\r\n\r\n".encode())
-    assert status == 403 and b"denied by the operator" in reply
+    # The control plane is refused whatever the allow list opens, under any name.
+    proxy, recorder = await start_proxy(allow=(f"127.0.0.0/8 ports {origin}",), deny=[("127.0.0.1", origin)])
+    for request_line in (f"GET http://origin.test:{origin}/", f"CONNECT 127.0.0.2:{origin}", f"CONNECT [::ffff:127.0.0.1]:{origin}"):
+        status, reply = await ask(proxy, f"{request_line} HTTP/1.1\r\n\r\n".encode())
+        assert status == 403 and b"part of the agent's control plane" in reply, request_line
     assert recorder.connected == []
 
 
@@ -321,14 +324,14 @@ async def test_numeric_host_spellings_are_checked_after_resolution(sock_dir):
 
 
 async def test_next_address_is_tried_when_one_does_not_answer(start_proxy, origin):
-    proxy, recorder = await start_proxy(allow=("127.0.0.0/8",), ports={origin})
+    proxy, recorder = await start_proxy(allow=(f"127.0.0.0/8 ports {origin}",))
     status, reply = await ask(proxy, f"GET http://two.test:{origin}/second HTTP/1.1\r\n\r\n".encode())
     assert status == 200 and reply.endswith(b"hello from origin /second")
     assert recorder.connected == [("127.0.0.2", origin), ("127.0.0.1", origin)]
 
 
 async def test_bad_requests_get_400(start_proxy):
-    proxy, recorder = await start_proxy(allow=("127.0.0.1/32",))
+    proxy, recorder = await start_proxy(allow=("127.0.0.1 ports 80",))
     for request in [
         b"GET / HTTP/1.1\r\nHost: origin.test\r\n\r\n",  # origin form: not a proxy request
         b"GET https://origin.test/ HTTP/1.1\r\n\r\n",
@@ -343,7 +346,7 @@ async def test_bad_requests_get_400(start_proxy):
 
 
 async def test_oversized_request_head_is_refused_and_closed(start_proxy):
-    proxy, recorder = await start_proxy(allow=("127.0.0.1/32",), max_header_bytes=4096)
+    proxy, recorder = await start_proxy(allow=("127.0.0.1 ports 80",), max_header_bytes=4096)
     one_long_line = b"GET http://origin.test/ HTTP/1.1\r\nX-Big: " + b"a" * 10000 + b"\r\n\r\n"
     many_lines = b"GET http://origin.test/ HTTP/1.1\r\n" + b"X-Small: aaaaaaaaaa\r\n" * 400 + b"\r\n"
     for request in (one_long_line, many_lines):
@@ -378,7 +381,7 @@ async def test_connections_beyond_the_limit_are_turned_away(start_proxy):
 
 
 async def test_idle_tunnel_is_closed(start_proxy, echo):
-    proxy, _ = await start_proxy(allow=("127.0.0.1/32",), ports={echo}, idle_timeout=0.3)
+    proxy, _ = await start_proxy(allow=(f"127.0.0.1 ports {echo}",), idle_timeout=0.3)
     reader, writer = await asyncio.open_unix_connection(proxy.socket_path)
     writer.write(f"CONNECT origin.test:{echo} HTTP/1.1\r\n\r\n".encode())
     assert await reader.readuntil(b"\r\n\r\n") == b"HTTP/1.1 200 Connection established\r\n\r\n"
@@ -389,7 +392,7 @@ async def test_idle_tunnel_is_closed(start_proxy, echo):
 
 
 async def test_close_cuts_open_tunnels_and_removes_the_socket(start_proxy, echo):
-    proxy, _ = await start_proxy(allow=("127.0.0.1/32",), ports={echo})
+    proxy, _ = await start_proxy(allow=(f"127.0.0.1 ports {echo}",))
     assert stat.S_IMODE(os.stat(proxy.socket_path).st_mode) == 0o666  # the sandbox user connects
     reader, writer = await asyncio.open_unix_connection(proxy.socket_path)
     writer.write(f"CONNECT origin.test:{echo} HTTP/1.1\r\n\r\n".encode())
@@ -400,15 +403,31 @@ async def test_close_cuts_open_tunnels_and_removes_the_socket(start_proxy, echo)
     writer.close()
 
 
-def test_policy_lets_public_addresses_through():
-    policy = EgressPolicy(allow=("192.168.5.0/24", "Mirror.LAN."))
-    assert policy.address_refusal("example.test", ["93.184.216.34", "2606:2800:220:1::1"]) is None
-    assert policy.address_refusal("mirror", ["192.168.5.20"]) is None
-    assert policy.address_refusal("mirror.lan", ["10.9.9.9"]) is None
-    assert policy.name_refusal("mirror.lan") is None
-    assert "private address" in policy.address_refusal("other", ["192.168.6.1"])
-    with pytest.raises(ValueError):
+def test_policy_lets_public_addresses_and_allowed_origins_through():
+    policy = EgressPolicy(allow=("192.168.5.0/24 ports 80,8080", "http://Mirror.LAN.:3142"))
+    assert policy.address_refusal("example.test", 443, ["93.184.216.34", "2606:2800:220:1::1"]) is None
+    assert policy.address_refusal("mirror", 8080, ["192.168.5.20"]) is None
+    assert policy.address_refusal("mirror.lan", 3142, ["10.9.9.9"]) is None
+    assert policy.name_refusal("mirror.lan", 3142) is None
+    # An entry opens its ports, not the host.
+    assert "private address" in policy.address_refusal("mirror", 22, ["192.168.5.20"])
+    assert "private address" in policy.address_refusal("mirror.lan", 80, ["10.9.9.9"])
+    assert "private address" in policy.address_refusal("other", 80, ["192.168.6.1"])
+    with pytest.raises(ValueError, match="neither a network nor a host name|not an allow entry"):
         EgressPolicy(allow=("not a host!",))
+
+
+@pytest.mark.parametrize("entry, words", [
+    ("127.0.0.1", 'names no port: an entry opens ports, never a whole host; write an origin such as "http://127.0.0.1:8000"'),
+    ("10.0.0.0/8", 'never a whole network; write "10.0.0.0/8 ports 80,443"'),
+    ("mirror.lan", '"http://mirror.lan:8000", or "mirror.lan ports 80,443"'),
+    ("ftp://mirror.lan", "is not an http(s) origin"),
+    ("http://mirror.lan/packages", "is not an origin (scheme://host:port, no path, user or query)"),
+    ("http://mirror.lan:0", "ports are 1 to 65535"),
+])
+def test_an_allow_entry_without_ports_is_refused(entry, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
+        EgressPolicy(allow=(entry,))
 
 
 async def test_forwarder_exits_like_its_command(sock_dir):

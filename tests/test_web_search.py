@@ -4,11 +4,12 @@ retries, the address rules, the [search] config and its keys."""
 from __future__ import annotations
 
 import time
+from urllib.parse import urlsplit
 
 import pytest
 
 from activities.redaction import worker_secrets
-from activities.web.access import WebAccess
+from activities.web.access import Refused, WebAccess
 from activities.web.engines import Query
 from activities.web.search import WebSearch
 from config.settings import ConfigError, SearchSettings
@@ -50,7 +51,9 @@ def searcher(endpoints: dict[str, str], engine: str, fallback: list[str] = (), *
         engine=engine, fallback_engines=list(fallback), retry_delay=retry_delay, max_retries=max_retries,
         endpoints=endpoints, **KEYS,
     )
-    return WebSearch(settings, WebAccess(allow=["127.0.0.1"], timeout=5), **kw)
+    local = {urlsplit(url) for url in endpoints.values()}
+    allow = [f"http://{parts.netloc}" for parts in local if parts.hostname == "127.0.0.1"]  # the fake's origin
+    return WebSearch(settings, WebAccess(allow=allow, timeout=5), **kw)
 
 
 def query(text="temporal workflows", number=2):
@@ -194,6 +197,35 @@ async def test_a_loopback_engine_is_refused_unless_allowed(web):
     assert web.seen == []
 
 
+@pytest.mark.parametrize("engine, path, page", [("brave", "/res/v1/web/search", fake_web.brave_json), ("tavily", "/search", fake_web.tavily_json)])
+async def test_a_redirect_to_another_origin_never_gets_the_search_key(web, engine, path, page):
+    elsewhere = FakeWeb().start()  # another port: another origin, allowed like the engine's
+    try:
+        elsewhere.route("/collect", Answer(body=page(RESULTS), content_type="application/json"))
+        web.route(path, Answer(307, "", headers={"Location": elsewhere.url("/collect")}))
+        settings = SearchSettings(engine=engine, fallback_engines=[], max_retries=0, endpoints={engine: web.url(path)}, **KEYS)
+        result = await WebSearch(settings, WebAccess(allow=[web.origin, elsewhere.origin], timeout=5)).search(query())
+    finally:
+        elsewhere.stop()
+    key = KEYS[f"{engine}_api_key"]
+    assert len(web.requests_to(path)) == 1
+    assert not any(key in value for seen in elsewhere.seen for value in seen.headers.values())
+    assert result.error and f"- {engine}: refused: {web.url(path)}" in result.output
+    assert "redirects to another origin" in result.output and key not in result.output
+
+
+async def test_credentials_follow_redirects_within_their_origin_only(web):
+    web.route("/old", Answer(307, "", headers={"Location": "/new"}))
+    web.route("/new", Answer(body="fine"))
+    access = WebAccess(allow=[web.origin], timeout=5)
+    page = await access.request(web.url("/old"), credentials={"X-Api-Key": "key-0123456789"})
+    assert page.status == 200 and web.requests_to("/new")[0].headers["x-api-key"] == "key-0123456789"
+    # An Authorization header is a credential even when passed as a plain header.
+    web.route("/away", Answer(302, "", headers={"Location": "http://127.0.0.2:1/"}))
+    with pytest.raises(Refused, match="redirects to another origin"):
+        await access.request(web.url("/away"), headers={"Authorization": "Bearer key-0123456789"})
+
+
 # --- configuration --------------------------------------------------------------
 
 
@@ -213,7 +245,8 @@ searxng = "http://127.0.0.1:8888"
 duckduckgo = "http://127.0.0.1:9999/html/"
 
 [web]
-allow = ["127.0.0.1", "10.1.0.0/16", "mirror.lan"]
+allow = ["http://127.0.0.1:8000", "10.1.0.0/16 ports 80,443", "https://mirror.lan"]
+control_plane = ["temporal-ui:8080"]
 timeout = 5
 max_bytes = 100000
 max_chars = 5000
@@ -223,7 +256,8 @@ max_chars = 5000
     assert (search.retry_delay, search.max_retries, search.lang, search.country) == (5, 2, "de", "de")
     assert search.endpoints["searxng"] == "http://127.0.0.1:8888"
     assert search.api_key("brave") == "brave-from-file-123" and search.api_key("tavily") == "tvly-from-env-1234"
-    assert settings.web.allow == ("127.0.0.1", "10.1.0.0/16", "mirror.lan")
+    assert settings.web.allow == ("http://127.0.0.1:8000", "10.1.0.0/16 ports 80,443", "https://mirror.lan")
+    assert settings.web.control_plane == ("temporal-ui:8080",)
     assert (settings.web.timeout, settings.web.max_bytes, settings.web.max_chars) == (5, 100000, 5000)
     assert "brave-from-file-123" not in repr(settings) and "tvly-from-env-1234" not in repr(settings)
 
@@ -242,7 +276,13 @@ def test_defaults_follow_openmanus(tmp_path):
     ("[search]\nretry_delay = -1", "[search] retry_delay: Input should be greater than or equal to 0"),
     ("[search]\nmax_retries = 50", "[search] max_retries: Input should be less than or equal to 5"),
     ("[search]\nshoe_size = 3", "[search] shoe_size: Extra inputs are not permitted"),
-    ('[web]\nallow = ["not a host!"]', "[web] allow: egress allow list: 'not a host!' is neither a network nor a host name"),
+    ('[web]\nallow = ["not a host!"]', "[web] allow: 'not a host!' is not an allow entry: write \"http://HOST:PORT\" (an origin)"),
+    ('[web]\nallow = ["127.0.0.1"]', "[web] allow: '127.0.0.1' names no port: an entry opens ports, never a whole host; "
+                                    "write an origin such as \"http://127.0.0.1:8000\""),
+    ('[web]\nallow = ["10.0.0.0/8"]', "[web] allow: '10.0.0.0/8' names no port"),
+    ('[web]\nallow = "http://127.0.0.1:8000"', "[web] allow: Input should be a valid tuple"),
+    ('[tools]\negress_allow = ["mirror.lan"]', "[tools] egress_allow: 'mirror.lan' names no port"),
+    ('[web]\ncontrol_plane = ["temporal-ui"]', "[web] control_plane: 'temporal-ui' names no port"),
     ("[web]\ntimeout = 0", "[web] timeout: Input should be greater than 0"),
     ("[web]\nmax_chars = 10", "[web] max_chars: Input should be greater than or equal to 200"),
     ('search = "google"', "[search] must be a table"),

@@ -40,7 +40,7 @@ async def test_a_run_searches_fetches_and_terminates(time_skipping_env, fake_llm
                 engine="duckduckgo", fallback_engines=["brave"], retry_delay=0, max_retries=0,
                 endpoints={"duckduckgo": web.url("/html/"), "brave": web.url("/brave")}, brave_api_key=BRAVE_KEY,
             ),
-            "web": WebSettings(allow=("127.0.0.1",)),
+            "web": WebSettings(allow=(web.origin,)),
         })
         profile = PROFILE.model_copy(update={"tools": ["web_search", "web_fetch", "terminate"]})
         fake_llm.turns = [

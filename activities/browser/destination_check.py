@@ -2,8 +2,10 @@
 
 The browser's traffic leaves only through an EgressProxy of the worker's;
 this check makes that proxy decide exactly as WebAccess.check does for
-web_fetch ([web] allow, public addresses only, never the LLM or Temporal
-endpoints), and hands it the checked address so a second DNS answer cannot
+web_fetch (public addresses and the origins [web] allow opens, never the
+agent's control plane nor, unopened, an address of the worker's own host),
+so navigations, subresources, page scripts and redirects all obey it; it
+hands the proxy the checked address so a second DNS answer cannot
 redirect the connection. Refusals are remembered for a moment, so a failed
 navigation can say why instead of Chromium's bare net::ERR_ code.
 """
@@ -13,7 +15,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from urllib.parse import urlsplit
 
-from activities.tools.egress_proxy import DestinationCheck, DestinationRefused, normalize_host
+from activities.tools.addresses import normalize_host
+from activities.tools.egress_proxy import DestinationCheck, DestinationRefused
 from activities.web.access import Refused, WebAccess, WebError
 
 REMEMBERED_REFUSALS = 32

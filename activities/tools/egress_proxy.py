@@ -4,10 +4,11 @@ Tool processes live in a network namespace that has nothing but its own
 loopback. The worker runs this proxy on a UNIX socket that is bind-mounted into
 the sandbox, where egress_forwarder.py exposes it as an HTTP proxy on
 127.0.0.1. Every destination is checked here, in the worker, before any packet
-leaves: tool code may reach public internet addresses on a few ports and
-nothing else -- not the worker's loopback (the Temporal frontend, the LLM
-endpoint), not the LAN or the cluster's private ranges, not the link-local
-cloud metadata service.
+leaves (egress_rules.py): tool code may reach public internet addresses on a
+few ports and nothing else -- not the agent's control plane (the Temporal
+frontend, the LLM endpoints, ...), not any address of the worker's own host,
+not the LAN or the cluster's private ranges, not the link-local cloud
+metadata service -- unless an operator's allow entry opens an origin.
 
 Two request forms are understood:
 
@@ -29,18 +30,22 @@ import contextlib
 import ipaddress
 import logging
 import os
-import socket
 import stat
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from activities.tools.addresses import normalize_host
+from activities.tools.control_plane import ControlPlane, Endpoint, Resolver
+from activities.tools.egress_rules import EgressPolicy, system_resolver
+
+__all__ = [  # the rules, for the modules that import them from here
+    "DestinationCheck", "DestinationRefused", "EgressPolicy", "EgressProxy", "Resolver", "normalize_host",
+    "open_tcp", "system_resolver",
+]
+
 log = logging.getLogger(__name__)
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
-Resolver = Callable[[str], Awaitable[list[str]]]
-"""host name -> the addresses (text form) it resolves to."""
 Connector = Callable[[str, int], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
 """(checked address, port) -> an open connection to it."""
 DestinationCheck = Callable[[str, int], Awaitable[str]]
@@ -61,17 +66,6 @@ CLOSE_GRACE = 10.0
 MAX_RESPONSE_HEAD_BYTES = 64 * 1024
 CHUNK = 64 * 1024
 
-LOCAL_NAMES = frozenset({
-    "localhost", "localhost.localdomain", "localhost6", "localhost6.localdomain6",
-    "ip6-localhost", "ip6-loopback",
-})
-# Prefixes under which an IPv6 address carries an IPv4 address that a gateway
-# (NAT64, 6to4 relay) or the kernel may end up delivering to.
-NAT64 = ipaddress.ip_network("64:ff9b::/96")
-NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
-IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
-SHARED_ADDRESS_SPACE = ipaddress.ip_network("100.64.0.0/10")
-
 HOP_BY_HOP = frozenset({
     "connection", "proxy-connection", "keep-alive", "proxy-authorization",
     "proxy-authenticate", "te", "upgrade",
@@ -82,137 +76,6 @@ STATUS_TEXT = {
     431: "Request Header Fields Too Large", 502: "Bad Gateway",
     503: "Service Unavailable", 504: "Gateway Timeout",
 }
-
-
-def address_problem(address: IPAddress) -> str | None:
-    """Why tool code may not connect to `address` ("private address", ...), or
-    None for a public internet address."""
-    if address.is_unspecified:
-        return "unspecified address"
-    if address.is_loopback:
-        return "loopback address"
-    if address.is_link_local:
-        return "link-local address"
-    if address.is_multicast:
-        return "multicast address"
-    if isinstance(address, ipaddress.IPv6Address):
-        embedded = _embedded_ipv4(address)
-        if embedded is not None:
-            problem = address_problem(embedded)
-            return f"{problem} {embedded} in IPv6 form" if problem else None
-        if address in IPV4_COMPATIBLE or address in NAT64_LOCAL:
-            return "reserved address"
-        if address.is_site_local:
-            return "site-local address"
-    if address in SHARED_ADDRESS_SPACE:
-        return "shared address (carrier-grade NAT)"
-    if address.is_private:
-        return "private address"
-    if address.is_reserved:
-        return "reserved address"
-    if not address.is_global:
-        return "non-public address"
-    return None
-
-
-def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    if address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    if address.sixtofour is not None:
-        return address.sixtofour
-    if address in NAT64:
-        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-    return None
-
-
-def normalize_host(host: str) -> str:
-    """Lower case, without brackets or a trailing dot; ValueError if `host` is
-    neither an IP address nor a plausible DNS name."""
-    host = host.strip()
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    host = host.lower().removesuffix(".")
-    try:
-        return str(ipaddress.ip_address(host))
-    except ValueError:
-        pass
-    labels = host.split(".")
-    if not host or len(host) > 253 or not all(
-        0 < len(label) <= 63 and all(c.isascii() and (c.isalnum() or c in "-_") for c in label)
-        for label in labels
-    ):
-        raise ValueError(f"not a host name: {host!r}")
-    return host
-
-
-def _is_local_name(host: str) -> bool:
-    return host in LOCAL_NAMES or host.endswith(".localhost")
-
-
-class EgressPolicy:
-    """Which destinations tool code may reach.
-
-    allow: networks ("192.168.5.0/24") or exact host names ("mirror.lan") that
-        are let through although they are not public.
-    deny: networks or host names refused although they are public, e.g. the
-        cluster's own endpoints on public addresses. Names here are compared
-        as names; pass their addresses too to refuse them under any name.
-    Deny wins over allow.
-    """
-
-    def __init__(self, allow: Iterable[str] = (), deny: Iterable[str] = ()) -> None:
-        self.allow_networks, self.allow_hosts = _split_entries(allow, "allow")
-        self.deny_networks, self.deny_hosts = _split_entries(deny, "deny")
-
-    def name_refusal(self, host: str) -> str | None:
-        """Why `host` (normalized) is refused before it is even resolved."""
-        if host in self.deny_hosts:
-            return f"egress to {host} is not allowed (denied by the operator)"
-        if host in self.allow_hosts:
-            return None
-        if _is_local_name(host):
-            return f"egress to {host} (local host name) is not allowed"
-        return None
-
-    def address_refusal(self, host: str, addresses: Iterable[str]) -> str | None:
-        """Why `host`, resolved to `addresses`, is refused; None if every one
-        of them may be reached."""
-        for text in addresses:
-            try:
-                address = ipaddress.ip_address(text)
-            except ValueError:
-                return f"egress to {host} is not allowed (unusable address {text!r})"
-            where = text if text == host else f"{host}, which resolves to {text}"
-            if any(address in net for net in self.deny_networks):
-                return f"egress to {where} is not allowed (denied by the operator)"
-            if host in self.allow_hosts or any(address in net for net in self.allow_networks):
-                continue
-            problem = address_problem(address)
-            if problem:
-                return f"egress to {where} ({problem}) is not allowed"
-        return None
-
-
-def _split_entries(entries: Iterable[str], what: str) -> tuple[tuple[IPNetwork, ...], frozenset[str]]:
-    networks: list[IPNetwork] = []
-    hosts: set[str] = set()
-    for entry in entries:
-        try:
-            networks.append(ipaddress.ip_network(entry.strip(), strict=False))
-            continue
-        except ValueError:
-            pass
-        try:
-            hosts.add(normalize_host(entry))
-        except ValueError:
-            raise ValueError(f"egress {what} list: {entry!r} is neither a network nor a host name") from None
-    return tuple(networks), frozenset(hosts)
-
-
-async def system_resolver(host: str) -> list[str]:
-    """The addresses the system resolver gives for `host`, in its order."""
-    infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    return list(dict.fromkeys(info[4][0] for info in infos))
 
 
 async def open_tcp(address: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -260,7 +123,7 @@ class EgressProxy:
         self,
         *,
         allow: Iterable[str] = (),
-        deny: Iterable[str] = (),
+        deny: Iterable[Endpoint | tuple[str, int]] = (),
         ports: Collection[int] = DEFAULT_PORTS,
         resolver: Resolver | None = None,
         connector: Connector | None = None,
@@ -271,9 +134,10 @@ class EgressProxy:
         max_connections: int = MAX_CONNECTIONS,
         check: DestinationCheck | None = None,
     ) -> None:
+        """allow: allow entries (egress_rules.py); deny: the control plane's
+        endpoints; ports: those public addresses may be reached on."""
         self.check = check
-        self.policy = EgressPolicy(allow, deny)
-        self.ports = frozenset(ports)
+        self.policy = EgressPolicy(allow, ControlPlane(deny), public_ports=ports)
         self.resolver = resolver or system_resolver
         self.connector = connector or open_tcp
         self.max_header_bytes = max_header_bytes
@@ -384,13 +248,14 @@ class EgressProxy:
         if self.check is not None:
             return await self._connect_checked(host, port)
         try:
-            refusal = self._port_refusal(port) or self.policy.name_refusal(host)
+            refusal = self.policy.name_refusal(host, port)
             if refusal:
                 raise _Refused(403, refusal)
             loop = asyncio.get_running_loop()
             deadline = loop.time() + self.connect_timeout
             addresses = await self._resolve(host, deadline)
-            refusal = self.policy.address_refusal(host, addresses)
+            await self.policy.prepare(self.resolver, max(0.1, deadline - loop.time()))
+            refusal = self.policy.address_refusal(host, port, addresses)
             if refusal:
                 raise _Refused(403, refusal)
             connection = await self._open(host, port, addresses, deadline)
@@ -418,12 +283,6 @@ class EgressProxy:
             raise
         log.debug("egress %s:%d allowed via %s", host, port, address)
         return connection
-
-    def _port_refusal(self, port: int) -> str | None:
-        if port in self.ports:
-            return None
-        allowed = ", ".join(str(p) for p in sorted(self.ports))
-        return f"egress to port {port} is not allowed (allowed ports: {allowed})"
 
     async def _resolve(self, host: str, deadline: float) -> list[str]:
         try:

@@ -2,19 +2,23 @@
 
 Every hop of a request (the URL, then each redirect's target) is checked the
 way the egress proxy checks tool code's connections (EgressPolicy,
-activities/tools/egress_proxy.py): only http and https; a host name is
+activities/tools/egress_rules.py): only http and https; a host name is
 resolved once, every address it resolves to must be public (not loopback,
-private, link-local, CGNAT, multicast, nor those in IPv6 form) or allowed by
-the operator (`[web] allow`), and the connection goes to that checked
-address, never to the name again -- so a second DNS answer cannot point the
-request elsewhere. The LLM and Temporal hosts are refused unless the operator
-allows them by name or address; their exact endpoints (host and port) always are.
+private, link-local, CGNAT, multicast, nor those in IPv6 form, nor an address
+of the worker's own host) or in an origin the operator opened (`[web]
+allow`), and the connection goes to that checked address, never to the name
+again -- so a second DNS answer cannot point the request elsewhere. The
+agent's control plane (the Temporal frontend, its HTTP API and Web UI, the
+LLM endpoints, the MCP servers, the worker's metrics) is refused always,
+under any name or spelling of its addresses. Credentials (an API key header)
+go to the origin the request was made for, never along a redirect to another.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
+import ssl
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,10 +27,16 @@ from urllib.parse import urljoin, urlsplit
 import httpcore2
 import httpx2
 
-from activities.tools.egress_proxy import EgressPolicy, Resolver, normalize_host, system_resolver
+from activities.tools.addresses import normalize_host
+from activities.tools.control_plane import ControlPlane, Endpoint, Resolver
+from activities.tools.egress_rules import EgressPolicy, system_resolver
 
 MAX_REDIRECTS = 5
 USER_AGENT = "Mozilla/5.0 (compatible; durable-manus web tools)"
+CREDENTIAL_HEADERS = frozenset({
+    "authorization", "proxy-authorization", "cookie", "x-api-key", "api-key", "x-subscription-token",
+})
+"""Header names that carry credentials wherever they are passed (headers= too)."""
 
 
 class Refused(Exception):
@@ -95,27 +105,24 @@ def _host_key(host: str | bytes) -> str:
 class WebAccess:
     """HTTP GET/POST to destinations the address rules allow.
 
-    allow: `[web] allow`, networks or host names let through although not public.
-    control_plane: the LLM and Temporal endpoints as (host, port): their hosts
-        are refused unless `allow` names them (or, for addresses, covers them),
-        and the endpoints themselves always are.
+    allow: `[web] allow`, origins opened although not public (egress_rules.py).
+    control_plane: endpoints refused always (their hosts: unless `allow`
+        opens one of their other ports).
     """
 
     def __init__(
         self,
         allow: Iterable[str] = (),
-        control_plane: Iterable[tuple[str, int]] = (),
+        control_plane: ControlPlane | Iterable[Endpoint | tuple[str, int]] = (),
         *,
         timeout: float = 20.0,
         max_bytes: int = 2 * 1024 * 1024,
         resolver: Resolver = system_resolver,
     ) -> None:
-        allow = list(allow)
-        allowing = EgressPolicy(allow=allow)
-        self.control_plane = frozenset((normalize_host(h), p) for h, p in control_plane)
-        deny = [host for host, _ in self.control_plane if not _allowed_by(allowing, host)]
-        self.policy = EgressPolicy(allow=allow, deny=deny)
+        plane = control_plane if isinstance(control_plane, ControlPlane) else ControlPlane(control_plane)
+        self.policy = EgressPolicy(allow=allow, control_plane=plane)
         self.timeout, self.max_bytes, self.resolver = timeout, max_bytes, resolver
+        self._ssl_context: ssl.SSLContext | None = None
 
     async def check(self, url: str) -> tuple[str, int, str]:
         """(host, port, the address to connect to) for `url`; Refused if not allowed."""
@@ -130,9 +137,7 @@ class WebAccess:
             host = normalize_host(parts.hostname or "")
         except ValueError:
             raise Refused(f"{url!r} has no usable host name") from None
-        if (host, port) in self.control_plane:
-            raise Refused(f"{host} port {port} is the agent's own LLM or Temporal endpoint; it is not fetched")
-        refusal = self.policy.name_refusal(host)
+        refusal = self.policy.name_refusal(host, port)
         if refusal:
             raise Refused(_web_words(refusal))
         try:
@@ -146,7 +151,8 @@ class WebAccess:
                 raise WebError(f"cannot resolve {host} ({e})") from None
         if not addresses:
             raise WebError(f"{host} resolves to no address")
-        refusal = self.policy.address_refusal(host, addresses)
+        await self.policy.prepare(self.resolver, self.timeout)
+        refusal = self.policy.address_refusal(host, port, addresses)
         if refusal:
             raise Refused(_web_words(refusal))
         return host, port, addresses[0]
@@ -158,28 +164,40 @@ class WebAccess:
         method: str = "GET",
         params: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
+        credentials: Mapping[str, str] | None = None,
         json: Any = None,
         max_bytes: int | None = None,
     ) -> Page:
         """The response to `url`, following at most MAX_REDIRECTS redirects,
         each to a checked address; the body cut at max_bytes. The whole
-        exchange is bounded by the timeout."""
+        exchange is bounded by the timeout.
+
+        credentials: headers (an API key) for `url`'s origin only; a redirect
+        to another origin is refused while the request carries them. Headers
+        named in CREDENTIAL_HEADERS count as credentials wherever given."""
+        plain = {k: v for k, v in (headers or {}).items() if k.lower() not in CREDENTIAL_HEADERS}
+        secret = {**{k: v for k, v in (headers or {}).items() if k.lower() in CREDENTIAL_HEADERS}, **(credentials or {})}
         try:
             return await asyncio.wait_for(
-                self._request(url, method, params, headers, json, max_bytes or self.max_bytes), self.timeout
+                self._request(url, method, params, plain, secret, json, max_bytes or self.max_bytes), self.timeout
             )
         except asyncio.TimeoutError:
             raise WebError(f"no complete answer from {urlsplit(url).hostname} within {self.timeout:g} s") from None
 
-    async def _request(self, url, method, params, headers, json, max_bytes) -> Page:  # noqa: ANN001
+    def _tls(self) -> ssl.SSLContext:
+        # Loading the CA bundle takes ~0.1 s; one context serves every request.
+        if self._ssl_context is None:
+            self._ssl_context = httpx2.create_ssl_context(trust_env=False)
+        return self._ssl_context
+
+    async def _request(self, url, method, params, headers, credentials, json, max_bytes) -> Page:  # noqa: ANN001
         backend = _PinnedBackend()
-        transport = httpx2.AsyncHTTPTransport(trust_env=False)  # no proxy from the environment
+        transport = httpx2.AsyncHTTPTransport(verify=self._tls(), trust_env=False)  # no proxy from the environment
         # httpx's transport takes no network backend: its pool (still empty) is
         # replaced by one that connects only through the pins.
-        transport._pool = httpcore2.AsyncConnectionPool(
-            ssl_context=httpx2.create_ssl_context(trust_env=False), network_backend=backend
-        )
-        sent_headers = {"User-Agent": USER_AGENT, "Accept-Language": "en;q=0.9, *;q=0.5", **(headers or {})}
+        transport._pool = httpcore2.AsyncConnectionPool(ssl_context=self._tls(), network_backend=backend)
+        sent_headers = {"User-Agent": USER_AGENT, "Accept-Language": "en;q=0.9, *;q=0.5", **headers, **credentials}
+        first_origin = _origin(url)
         redirects: list[str] = []
         async with httpx2.AsyncClient(transport=transport, trust_env=False, follow_redirects=False, timeout=self.timeout) as client:
             while True:
@@ -193,12 +211,19 @@ class WebAccess:
                                 raise WebError(f"more than {MAX_REDIRECTS} redirects from {redirects[0]}")
                             redirects.append(str(response.url))
                             url = urljoin(str(response.url), location)
+                            if credentials and _origin(url) != first_origin:
+                                raise Refused(
+                                    f"{redirects[-1]} redirects to another origin ({url}); a request that "
+                                    "carries credentials is not followed there"
+                                )
                             if response.status_code in (301, 302, 303) and method != "GET":
                                 method, json = "GET", None
                             params = None
                             continue
                         body, truncated = await _read(response, max_bytes)
                         return Page(str(response.url), response.status_code, dict(response.headers), body, truncated, redirects)
+                except httpx2.InvalidURL as e:  # e.g. 0177.0.0.1, which the rules read and httpx does not
+                    raise Refused(f"{url!r} is not a URL the HTTP client accepts ({e})") from None
                 except httpx2.HTTPError as e:
                     raise WebError(f"{type(e).__name__} from {host}: {e or 'no detail'}") from None
 
@@ -214,19 +239,18 @@ async def _read(response: httpx2.Response, limit: int) -> tuple[bytes, bool]:
     return b"".join(chunks), False
 
 
-def _allowed_by(policy: EgressPolicy, host: str) -> bool:
-    if host in policy.allow_hosts:
-        return True
+def _origin(url: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of `url`; None if it has no usable one."""
     try:
-        address = ipaddress.ip_address(host)
+        parts = urlsplit(url)
+        return parts.scheme, normalize_host(parts.hostname or ""), parts.port or {"http": 80, "https": 443}.get(parts.scheme, 0)
     except ValueError:
-        return False
-    return any(address in net for net in policy.allow_networks)
+        return None
 
 
 def _web_words(refusal: str) -> str:
-    """The egress policy's sentence, said of the web tools (whose deny list
-    is the LLM and Temporal hosts)."""
-    refusal = refusal.replace("egress to ", "web access to ", 1)
-    refusal = refusal.replace("(denied by the operator)", "(the agent's LLM or Temporal host)")
-    return refusal + " (an operator may allow it in [web] allow)"
+    """The egress policy's sentence, said of the web tools; a control-plane
+    refusal is final, the others an operator may lift."""
+    if not refusal.startswith("egress to "):
+        return refusal
+    return "web access to " + refusal.removeprefix("egress to ") + " (an operator may allow it in [web] allow)"

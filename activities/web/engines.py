@@ -234,7 +234,8 @@ async def brave(access: WebAccess, query: Query, endpoint: str, key: str | None)
     page = await _get(
         access, endpoint,
         params={"q": query.text, "count": query.num_results, "search_lang": query.lang, "country": query.country},
-        headers={"Accept": "application/json", "X-Subscription-Token": key or ""},
+        headers={"Accept": "application/json"},
+        credentials={"X-Subscription-Token": key or ""},
     )
     items = (_json(page).get("web") or {}).get("results") or []
     results = [SearchResult(_text(i.get("title")), str(i.get("url") or ""), _text(i.get("description"))) for i in items if isinstance(i, dict)]
@@ -244,7 +245,8 @@ async def brave(access: WebAccess, query: Query, endpoint: str, key: str | None)
 async def tavily(access: WebAccess, query: Query, endpoint: str, key: str | None) -> list[SearchResult]:
     page = await _get(
         access, endpoint, method="POST",
-        headers={"Authorization": f"Bearer {key or ''}", "Accept": "application/json"},
+        headers={"Accept": "application/json"},
+        credentials={"Authorization": f"Bearer {key or ''}"},
         json={"query": query.text, "max_results": query.num_results, "search_depth": "basic"},
     )
     items = _json(page).get("results") or []

@@ -1,0 +1,59 @@
+"""The agent's control plane as this worker knows it (activities/tools/control_plane.py):
+what no web path and no tool code may reach."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from activities.tools.control_plane import ControlPlane, Endpoint
+from config.settings import Settings
+from runtime.connection import DEFAULT_ADDRESS, DEFAULT_PORT, connect_config
+from runtime.embedded_server import HTTP_PORT, UI_PORT
+
+log = logging.getLogger(__name__)
+
+METRICS_VARIABLE = "DURABLE_MANUS_METRICS"
+"""HOST:PORT of the worker's metrics (worker.py --metrics sets it too)."""
+
+
+def control_plane(settings: Settings) -> ControlPlane:
+    """The endpoints no web path and no tool code may reach, whatever any
+    allow list says: every [llm.*] endpoint, the Temporal frontend (and its
+    HTTP API on Temporal's usual port), the embedded server's ports, the Web
+    UI ($TEMPORAL_UI_URL), the MCP servers, the worker's metrics
+    ($DURABLE_MANUS_METRICS) and [web] control_plane."""
+    env = os.environ
+    named: list[tuple[str | None, str]] = [
+        (llm.base_url, f"the LLM endpoint of [llm{'' if name == 'default' else '.' + name}]") for name, llm in settings.llm.items()
+    ]
+    named += [(env.get("TEMPORAL_UI_URL"), "the Temporal Web UI"), (env.get(METRICS_VARIABLE), "the worker's metrics")]
+    named += [(server.url, f"the MCP server {name!r}") for name, server in settings.mcp_servers.items()]
+    named += [(entry, "a [web] control_plane endpoint") for entry in settings.web.control_plane]
+    endpoints = [_temporal_frontend()]
+    for text, what in named:
+        if text:
+            try:
+                endpoints.append(Endpoint.parse(text, what))
+            except ValueError:  # never the text: a URL may carry a token
+                log.warning("control plane: %s is not host:port nor a URL; it is not listed", what)
+    endpoints += [
+        Endpoint(endpoints[0].host, HTTP_PORT, "the Temporal HTTP API"),
+        Endpoint("127.0.0.1", DEFAULT_PORT, "the embedded Temporal server's frontend"),
+        Endpoint("127.0.0.1", HTTP_PORT, "the embedded Temporal server's HTTP API"),
+        Endpoint("127.0.0.1", UI_PORT, "the embedded Temporal server's Web UI"),
+    ]
+    return ControlPlane(endpoints)
+
+
+def _temporal_frontend() -> Endpoint:
+    """The Temporal frontend, as the worker connects to it."""
+    what = "the Temporal frontend"
+    try:
+        address = str(connect_config().get("target_host") or DEFAULT_ADDRESS)
+    except Exception:  # noqa: BLE001 - a bad Temporal config file: connecting reports it; the variable still counts
+        address = os.environ.get("TEMPORAL_ADDRESS") or DEFAULT_ADDRESS
+    try:
+        return Endpoint.parse(address, what, DEFAULT_PORT)
+    except ValueError:  # connecting fails on it too, saying why
+        return Endpoint.parse(DEFAULT_ADDRESS, what)
