@@ -7,7 +7,10 @@ here, named by the sha256 of its bytes, so any other worker can serve the run's
 next think without the workflow sending the window again.
 
 Layout: `<workspace root>/.context/<first 2 hex>/<digest>`. Run names never start
-with ".", so tool code never sees this tree (activities/workspace.py).
+with ".", so this tree is in no run directory, and the tool sandbox shows
+tool code only its run's directory (activities/tools/sandbox.py): tools can
+neither read nor write it. Directories are 0700 and blobs 0600, private to the
+worker's user like the rest of the workspace.
 
 A blob is trusted only if its bytes hash to its name: a torn, truncated or
 tampered file reads as missing, and the think falls back to the workflow
@@ -22,6 +25,8 @@ import re
 import tempfile
 import time
 from pathlib import Path
+
+from activities.workspace import make_private
 
 CONTEXT_DIR_NAME = ".context"
 
@@ -44,6 +49,8 @@ def blob_name(data: bytes, length: int) -> str:
 class ContextStore:
     def __init__(self, workspace_root: Path | str) -> None:
         self.root = Path(workspace_root) / CONTEXT_DIR_NAME
+        if self.root.is_dir():
+            make_private(self.root)  # made 0755 by an older version
 
     def _path(self, name: str) -> Path | None:
         if len(name) < MIN_NAME_CHARS or len(name) > 64 or not _NAME.fullmatch(name):
@@ -59,7 +66,8 @@ class ContextStore:
         if self.get(name) is not None:
             os.utime(path)  # still in use: keep it from being pruned
             return name  # a damaged blob is written again
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, exist_ok=True)
         # Readers on other workers must never see a partly written blob.
         fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         try:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -118,7 +119,8 @@ class FileEditor:
         run_dir = self.workspace.run_dir(run_name)
         try:
             with Beneath(run_dir) as directory:
-                target = _Target(directory, directory.relative(path), path)
+                refusal = functools.partial(self.workspace.write_refusal, run_name)
+                target = _Target(directory, directory.relative(path), path, refusal)
                 if command == "view":
                     return ToolResult(output=self._view(target, arguments.get("view_range")))
                 history = _History(self.workspace.history_dir(run_name), target.key)
@@ -191,6 +193,7 @@ def _create(target: _Target, arguments: dict, history: _History, attempt: _Attem
     exists = f"{shown} already exists; use str_replace or insert to change it."
     if target.directory.exists(target.relative):
         raise _Refusal(exists)
+    target.check_room(None, file_text)
     output = f"Created {shown} ({len(_lines(file_text))} lines)."
     history.record_edit(None, file_text, attempt.tag, output)
     try:
@@ -235,6 +238,7 @@ def _replace_in(file: _OpenFile, old_str: str, new_str: str, history: _History, 
     updated = content[: starts[0]] + new_str + content[starts[0] + len(old_str) :]
     first_line = content.count("\n", 0, starts[0]) + 1
     output = _edited_message(shown, updated, first_line, first_line + new_str.count("\n"))
+    file.target.check_room(content, updated)
     history.record_edit(content, updated, attempt.tag, output)
     file.put(updated)
     return output
@@ -267,6 +271,7 @@ def _insert_in(file: _OpenFile, new_str: str, insert_line: int, history: _Histor
     inserted = new_str if new_str.endswith("\n") else new_str + "\n"
     updated = "".join(above) + inserted + "".join(lines[insert_line:])
     output = _edited_message(shown, updated, insert_line + 1, insert_line + inserted.count("\n"))
+    file.target.check_room(content, updated)
     history.record_edit(content, updated, attempt.tag, output)
     file.put(updated)
     return output
@@ -293,6 +298,7 @@ def _undo_in(file: _OpenFile, history: _History, attempt: _Attempt) -> str:
         output = f"Undid the last edit of {shown}; it is back to {len(_lines(restored))} lines."
     if current != edit["after"]:
         output += " Note: the file had changed since that edit; those changes were discarded too."
+    file.target.check_room(current, restored)
     history.record_undo(restored, attempt.tag, output)
     file.put(restored)
     return output
@@ -429,12 +435,24 @@ class _Target:
     """The path a call names: where it is relative to the run directory, and
     how to show it."""
 
-    def __init__(self, directory: Beneath, relative: str, shown: str) -> None:
+    def __init__(
+        self, directory: Beneath, relative: str, shown: str, refusal: Callable[[int], str | None]
+    ) -> None:
+        """refusal: why adding this many bytes to the run is refused now, or None (Workspace.write_refusal)."""
         self.directory = directory
         self.relative = relative
         self.shown = shown
+        self.refusal = refusal
         self.key = os.path.normpath(directory.path / relative)
         """Names the file's undo history."""
+
+    def check_room(self, before: str | None, after: str | None) -> None:
+        """Refuses a write that would put the run over its disk quota, or the
+        disk below its reserve."""
+        adding = len((after or "").encode("utf-8")) - len((before or "").encode("utf-8"))
+        refusal = self.refusal(adding)
+        if refusal is not None:
+            raise _Refusal(refusal)
 
     @contextlib.contextmanager
     def opened(self, missing_ok: bool) -> Iterator[_OpenFile]:

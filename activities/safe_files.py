@@ -22,6 +22,7 @@ therefore never checked and then reopened; instead:
   relative to an already-opened parent, and deletion is unlinkat on the parent.
 - When the worker runs as root and the directory belongs to someone else (the
   unprivileged uid the tools run as), what it creates is given to that owner.
+  What it creates is private to that owner: files 0600, directories 0700.
 """
 
 from __future__ import annotations
@@ -382,7 +383,7 @@ class Beneath:
         dir_fd = self.make_dirs(parent)
         try:
             fd = os.open(
-                name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _COMMON, 0o666, dir_fd=dir_fd
+                name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _COMMON, 0o600, dir_fd=dir_fd
             )
         finally:
             os.close(dir_fd)
@@ -433,7 +434,7 @@ class Beneath:
                     inner = self.open_dir("/".join(parts[:depth]))
                 except FileNotFoundError:
                     try:
-                        os.mkdir(name, 0o777, dir_fd=fd)
+                        os.mkdir(name, 0o700, dir_fd=fd)
                         created = True
                     except FileExistsError:  # something appeared meanwhile
                         created = False

@@ -7,10 +7,21 @@ Layout under the worker's workspace root:
 
 Run names never start with ".", so no run directory can be, or contain, the
 private ".history" tree.
+
+Runs are private on a shared machine: the root and everything the worker
+makes in it are 0700 (a root that an older version made 0755 is tightened
+at start, which closes the way to every run directory). A run directory
+belongs to the user tools run as (Workspace.tool_owner), so files the worker
+creates there are theirs too.
+
+A run holds at most `run_disk_bytes` of disk, its directory and its undo
+history together (activities/tools/disk_use.py); the guard of a tool call
+and the editor enforce it.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from pathlib import Path
@@ -19,6 +30,9 @@ from agent_model.activity_specs import PREPARE_WORKSPACE_CONFIG
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.tools import disk_use
+
+log = logging.getLogger(__name__)
 
 HISTORY_DIR_NAME = ".history"
 
@@ -51,23 +65,70 @@ class PathOutsideWorkspace(ValueError):
 class Workspace:
     """The worker's workspace root and the run directories inside it."""
 
-    def __init__(self, root: Path) -> None:
-        root.mkdir(parents=True, exist_ok=True)
+    def __init__(
+        self,
+        root: Path,
+        *,
+        run_disk_bytes: int = disk_use.DEFAULT_RUN_BYTES,
+        tool_owner: tuple[int, int] | None = None,
+        reserve_bytes: int | None = None,
+    ) -> None:
+        """run_disk_bytes: a run's disk quota. tool_owner: (uid, gid) run
+        directories are given to (the sandbox's tool user when the worker is
+        root). reserve_bytes: free space kept on the disk (default:
+        disk_use.reserve_bytes)."""
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
         # Real path, so containment checks compare like with like.
         self.root = Path(os.path.realpath(root))
+        make_private(self.root)
+        self.run_disk_bytes = run_disk_bytes
+        self.tool_owner = tool_owner
+        self._reserve_bytes = reserve_bytes
 
     def run_dir(self, name: str) -> Path:
-        """The run's directory, created if missing."""
+        """The run's directory, created if missing (and given to the tool owner)."""
         directory = self.root / _checked_name(name)
-        directory.mkdir(exist_ok=True)
+        directory.mkdir(exist_ok=True, mode=0o700)
+        if self.tool_owner is not None:
+            info = os.stat(directory, follow_symlinks=False)
+            if (info.st_uid, info.st_gid) != self.tool_owner:
+                os.chown(directory, *self.tool_owner, follow_symlinks=False)
         return directory
 
     def history_dir(self, name: str) -> Path:
         """Worker-private directory for the run, outside its run directory so
         the agent's tools cannot reach it. Created if missing."""
-        directory = self.root / HISTORY_DIR_NAME / _checked_name(name)
-        directory.mkdir(parents=True, exist_ok=True)
+        history = self.root / HISTORY_DIR_NAME
+        history.mkdir(exist_ok=True, mode=0o700)
+        directory = history / _checked_name(name)
+        directory.mkdir(exist_ok=True, mode=0o700)
         return directory
+
+    def reserve(self) -> int:
+        """Free space kept on the workspace's disk for the rest of the machine."""
+        if self._reserve_bytes is not None:
+            return self._reserve_bytes
+        return disk_use.reserve_bytes(self.root)
+
+    def write_refusal(self, name: str, adding: int) -> str | None:
+        """Why run `name` may not write `adding` more bytes now, or None.
+        Writes that add nothing are always allowed: they are how a run gets
+        back under its quota."""
+        if adding <= 0:
+            return None
+        reserve = self.reserve()
+        if disk_use.free_bytes(self.root) - adding < reserve:
+            return disk_use.low_disk_note(reserve)
+        quota = self.run_disk_bytes
+        used = 0
+        for directory in (self.run_dir(name), self.history_dir(name)):
+            held = disk_use.tree_bytes(directory, quota)
+            if held is None:
+                return disk_use.over_quota_note(quota, adding)
+            used += held
+        if used + adding > quota:
+            return disk_use.over_quota_note(quota, adding)
+        return None
 
     def resolve(self, name: str, path: str) -> Path:
         """The real path (symlinks followed) that `path` names for this run.
@@ -80,6 +141,16 @@ class Workspace:
         if real != run_dir and run_dir not in real.parents:
             raise PathOutsideWorkspace(path, run_dir)
         return real
+
+
+def make_private(directory: Path) -> None:
+    """Close `directory` to every other account (0700), if it is not already."""
+    try:
+        mode = os.stat(directory).st_mode & 0o777
+        if mode & 0o077:
+            os.chmod(directory, mode & 0o700)
+    except OSError as e:  # e.g. a root that belongs to someone else: say so, still work
+        log.warning("workspace: cannot make %s private to the worker (%s)", directory, e.strerror or e)
 
 
 def _checked_name(name: str) -> str:

@@ -541,3 +541,31 @@ async def test_a_stuck_call_answers_by_its_deadline(
     )
     assert result.error and "did not finish within 1 s" in result.output
     assert time.monotonic() - started < 3
+
+
+@pytest.mark.asyncio
+async def test_writes_past_the_runs_disk_quota_are_refused(tmp_path: Path) -> None:
+    """[tools] run_disk_mb holds for the editor too; a write that shrinks a file is always allowed."""
+    from runtime.worker_factory import worker_resources
+    from testkit.settings import make_settings
+    from tools import TOOLS
+
+    settings = make_settings("http://127.0.0.1:9/v1", tmp_path / "ws").model_copy(update={"tool_run_disk_mb": 1})
+    resources = worker_resources(settings)
+    editor = TOOLS[NAME].build(resources)
+    run_dir = resources.workspace.run_dir(RUN)
+
+    async def call(**arguments) -> ToolResult:
+        return await ActivityEnvironment().run(editor, ToolRequest(workspace=RUN, arguments=arguments))
+
+    big = "x" * 600_000 + "\n"
+    assert not (await call(command="create", path="a.txt", file_text=big)).error
+    refused = await call(command="create", path="b.txt", file_text=big)
+    assert refused.error and "over its 1 MiB quota; delete files to go on" in refused.output, refused.output
+    assert not (run_dir / "b.txt").exists()
+    grown = await call(command="insert", path="a.txt", insert_line=0, new_str=big)
+    assert grown.error and "quota" in grown.output
+    assert (run_dir / "a.txt").stat().st_size == len(big)
+    shrunk = await call(command="str_replace", path="a.txt", old_str=big, new_str="short\n")
+    assert not shrunk.error, shrunk.output
+    assert (run_dir / "a.txt").read_text() == "short\n"

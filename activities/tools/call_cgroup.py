@@ -6,17 +6,22 @@ v1 (the worker's own group in the `pids` and `memory` hierarchies, else their
 roots). Controllers the worker cannot use are left out and reported at start;
 rlimits still cap each process (activities/tools/process.py).
 
-Each worker keeps its calls' groups under a folder named after its pid, so
-workers on one machine never touch each other's groups; a folder whose worker
-is gone (SIGKILLed before cleaning up) is emptied and removed by the next
-worker that starts.
+Each worker keeps its calls' groups under a folder of its own
+(`worker-<pid>-<random>`), which it holds an flock on for as long as it
+lives. A folder whose lock can be taken belongs to a worker that is gone
+(SIGKILLed before cleaning up): the next worker that starts empties and
+removes it. The lock, not the pid, decides, so workers in other pid
+namespaces (containers sharing the cgroup tree) never touch each other's
+groups.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
+import re
 import signal
 import time
 import uuid
@@ -173,11 +178,59 @@ def _own_groups() -> dict[str, str]:
     return groups
 
 
+_own_folders: dict[Path, tuple[Path, int]] = {}
+"""base -> (this process's folder there, the descriptor holding its lock)."""
+
+_LEGACY_FOLDER = re.compile(r"worker-(\d+)")
+"""Folders of versions that held no lock: their pid alone tells."""
+
+
 def _worker_folder(base: Path) -> Path:
-    """<base>/durable-manus-tools/worker-<pid>, created."""
-    folder = base / PARENT_NAME / f"worker-{os.getpid()}"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+    """<base>/durable-manus-tools/worker-<pid>-<random>, created and locked
+    for as long as this process lives."""
+    own = _own_folders.get(base)
+    if own is not None and own[0].is_dir():
+        return own[0]
+    parent = base / PARENT_NAME
+    parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(3):
+        folder = parent / f"worker-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        folder.mkdir()
+        fd = _lock(folder)
+        # Another worker's sweep may have taken the new, unlocked folder away
+        # between mkdir and flock: only a lock on the folder still there counts.
+        if fd is not None and _same_inode(folder, fd):
+            _own_folders[base] = (folder, fd)
+            return folder
+        if fd is not None:
+            os.close(fd)
+    raise OSError(f"cannot hold a folder of its own in {parent}")
+
+
+def _lock(folder: Path) -> int | None:
+    """A descriptor holding `folder`'s lock, or None when a live worker holds it."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _same_inode(folder: Path, fd: int) -> bool:
+    try:
+        return os.stat(folder).st_ino == os.fstat(fd).st_ino
+    except OSError:
+        return False
+
+
+def _release_folder(base: Path) -> None:
+    """Give up this process's folder in `base` (a hierarchy it cannot use)."""
+    folder, fd = _own_folders.pop(base)
+    with contextlib.suppress(OSError):
+        folder.rmdir()
+    os.close(fd)
 
 
 def _v1_parent(controller: str, own: str | None) -> Path | None:
@@ -188,14 +241,18 @@ def _v1_parent(controller: str, own: str | None) -> Path | None:
     for base in candidates:
         try:
             folder = _worker_folder(base)
+        except OSError:
+            continue
+        try:
             probe = folder / f"probe-{uuid.uuid4().hex[:8]}"
             probe.mkdir()
             usable = (probe / limit_file).exists()
             probe.rmdir()
         except OSError:
-            continue
+            usable = False
         if usable:
             return folder
+        _release_folder(base)
     return None
 
 
@@ -219,20 +276,30 @@ def _v2_parents(own: str, want_memory: bool) -> dict[str, Path]:
 
 
 def _remove_stale(parent: Path) -> None:
-    """Remove the folders of workers that died without cleaning up (and the
-    call-<pid>-<id> groups of earlier versions)."""
+    """Remove the folders of workers that died without cleaning up: those
+    whose lock is free (and the call-<pid>-<id> groups and pid-named folders
+    of earlier versions, by their pid)."""
     for group in parent.glob("call-*"):
         with contextlib.suppress(IndexError, ValueError):
             if not Path(f"/proc/{int(group.name.split('-')[1])}").exists():
                 empty_and_remove(group)
+    own = {folder for folder, _ in _own_folders.values()}
     for folder in parent.glob("worker-*"):
+        if folder in own:
+            continue
         try:
-            pid = int(folder.name.split("-", 1)[1])
-        except ValueError:
+            lock = _lock(folder)
+        except OSError:
             continue
-        if pid == os.getpid() or Path(f"/proc/{pid}").exists():
-            continue
-        for group in folder.glob("call-*"):
-            empty_and_remove(group)
-        with contextlib.suppress(OSError):
-            folder.rmdir()
+        if lock is None:
+            continue  # its worker lives, in whatever pid namespace
+        try:
+            legacy = _LEGACY_FOLDER.fullmatch(folder.name)
+            if legacy and Path(f"/proc/{legacy[1]}").exists():
+                continue
+            for group in folder.glob("call-*"):
+                empty_and_remove(group)
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        finally:
+            os.close(lock)

@@ -13,7 +13,14 @@ while this attempt's processes would still run. The guard
   the activity's heartbeat timeout, and at once when the worker dies (the
   pipe closes), all of the call's cgroup included; the command itself dies
   with the guard (parent-death signal);
-- puts the command into the call's cgroup and applies the rlimits before exec.
+- puts the command into the call's cgroup and applies the rlimits and a
+  private umask (files 0600, directories 0700) before exec;
+- watches the run directory's disk use a few times a second (disk_use.py)
+  and kills the call when it grows past the run's quota, or when the disk
+  falls below the reserve kept for the rest of the machine; it says which on
+  the verdict pipe. A call that starts over the quota may delete, but is
+  killed if it grows. A directory it cannot measure counts as over the
+  quota; a call that starts that way is held to the disk's free space instead.
 
 It exits with the command's status (death by a signal is passed on as the
 same signal). Standard library only, so it starts in ~15 ms.
@@ -29,7 +36,16 @@ import signal
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script's directory out
+import disk_use  # noqa: E402
+
 _PR_SET_PDEATHSIG = 1
+
+DISK_CHECK_INTERVAL = 0.1
+"""Least seconds between two looks at the run directory."""
+DISK_CHECK_SHARE = 4
+"""A look waits at least this many times as long as the last scan took, so a
+large run directory costs the guard at most a fifth of a core."""
 
 RLIMITS = {
     "AS": resource.RLIMIT_AS,
@@ -43,7 +59,10 @@ RLIMITS = {
 
 def parse(argv: list[str]) -> tuple[dict, list[str]]:
     # The worker always passes --lease (process.LEASE_SECONDS); the default is the same.
-    options: dict = {"lease_fd": None, "lease": 3.0, "hold": [], "cgroup": [], "rlimit": []}
+    options: dict = {
+        "lease_fd": None, "lease": 3.0, "hold": [], "cgroup": [], "rlimit": [],
+        "disk_dir": None, "disk_quota": 0, "disk_floor": 0, "verdict_fd": None,
+    }
     split = argv.index("--")
     words, command = argv[:split], argv[split + 1 :]
     for word in words:
@@ -56,6 +75,10 @@ def parse(argv: list[str]) -> tuple[dict, list[str]]:
             options["hold"].append(int(value))
         elif key == "cgroup":
             options["cgroup"].append(value)
+        elif key == "disk-dir":
+            options["disk_dir"] = value
+        elif key in ("disk-quota", "disk-floor", "verdict-fd"):
+            options[key.replace("-", "_")] = int(value)
         elif key == "rlimit":
             name, _, soft_hard = value.partition(":")
             soft, _, hard = soft_hard.partition(",")
@@ -84,6 +107,7 @@ def start(command: list[str], cgroups: list[str], rlimits: list[tuple[int, int, 
             if current_hard != resource.RLIM_INFINITY:  # a hard limit can only be lowered
                 soft, hard = min(soft, current_hard), min(hard, current_hard)
             resource.setrlimit(which, (soft, hard))
+        os.umask(0o077)  # the run's files are the run's alone
         os.execvp(command[0], command)
     except BaseException as e:  # noqa: BLE001 - the child must never return into the guard
         os.write(2, f"call_guard: cannot start {command[0]}: {e}\n".encode())
@@ -108,37 +132,109 @@ def kill(pid: int, cgroups: list[str]) -> None:
                 pass
 
 
-def supervise(pid: int, lease_fd: int | None, lease: float, cgroups: list[str]) -> int:
-    """Wait for the child; kill it if the lease lapses. Returns its wait status."""
+class DiskWatch:
+    """The run directory's share of the disk, looked at between two waits."""
+
+    def __init__(self, path: str, quota: int, floor: int) -> None:
+        # Held open, so that whatever becomes of the name, the same directory is watched.
+        self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        self.quota, self.floor = quota, floor
+        start = disk_use.tree_bytes(".", 2 * quota, dir_fd=self.fd)
+        # Over the quota already: the call may delete, not grow. Not
+        # measurable: the disk's free space may not drop by more than the quota.
+        self.limit = None if start is None else max(quota, start)
+        self.free_at_start = disk_use.free_bytes(self.fd)
+        self.due = time.monotonic() + DISK_CHECK_INTERVAL
+
+    def verdict(self) -> str | None:
+        """"quota" or "reserve" when the call must stop, else None."""
+        began = time.monotonic()
+        if began < self.due:
+            return None
+        free = disk_use.free_bytes(self.fd)
+        if free < self.floor:
+            return "reserve"
+        if self.limit is None:
+            over = self.free_at_start - free > self.quota
+        else:
+            used = disk_use.tree_bytes(".", self.limit, dir_fd=self.fd)
+            over = used is None or used > self.limit
+        if over:
+            return "quota"
+        now = time.monotonic()
+        self.due = now + max(DISK_CHECK_INTERVAL, DISK_CHECK_SHARE * (now - began))
+        return None
+
+
+def supervise(
+    pid: int,
+    lease_fd: int | None,
+    lease: float,
+    cgroups: list[str],
+    disk: DiskWatch | None = None,
+    verdict_fd: int | None = None,
+) -> int:
+    """Wait for the child; kill it if the lease lapses or the disk check says
+    so. Returns its wait status."""
     poller = select.poll()
     child_fd = os.pidfd_open(pid)
     poller.register(child_fd, select.POLLIN)
     if lease_fd is not None:
         poller.register(lease_fd, select.POLLIN)
-    deadline = time.monotonic() + lease
+    lease_due = time.monotonic() + lease
     while True:
-        timeout_ms = max(0, int((deadline - time.monotonic()) * 1000)) if lease_fd is not None else None
+        wake = ([lease_due] if lease_fd is not None else []) + ([disk.due] if disk is not None else [])
+        timeout_ms = max(0, int((min(wake) - time.monotonic()) * 1000) + 1) if wake else None
         ready = {fd for fd, _ in poller.poll(timeout_ms)}
         if child_fd in ready:
             break
-        if not ready or (lease_fd in ready and not os.read(lease_fd, 4096)):
-            kill(pid, cgroups)  # the lease lapsed, or the worker is gone
+        if lease_fd in ready:
+            if not os.read(lease_fd, 4096):
+                kill(pid, cgroups)  # the worker is gone
+                break
+            lease_due = time.monotonic() + lease
+        elif lease_fd is not None and time.monotonic() >= lease_due:
+            kill(pid, cgroups)  # the lease lapsed
             break
-        deadline = time.monotonic() + lease
+        verdict = disk.verdict() if disk is not None else None
+        if verdict is not None:
+            if verdict_fd is not None:
+                try:
+                    os.write(verdict_fd, verdict.encode())
+                except OSError:  # the worker stopped listening; the kill is what matters
+                    pass
+            kill(pid, cgroups)
+            break
     _, status = os.waitpid(pid, 0)
     return status
 
 
+def _open_files_for_scans() -> None:
+    """A scan holds one descriptor per directory level: allow as many as the
+    hard limit does (the command gets its own, lower limit)."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError):  # an unlimited hard limit: keep the soft one
+        pass
+
+
 def main(argv: list[str]) -> None:
     options, command = parse(argv)
-    for fd in options["hold"] + ([options["lease_fd"]] if options["lease_fd"] is not None else []):
-        os.set_inheritable(fd, False)  # the lock and the lease stay with the guard
+    own = [fd for fd in (options["lease_fd"], options["verdict_fd"]) if fd is not None]
+    for fd in options["hold"] + own:
+        os.set_inheritable(fd, False)  # the lock, the lease and the verdict stay with the guard
+    disk = None
+    if options["disk_dir"] is not None:
+        _open_files_for_scans()
+        disk = DiskWatch(options["disk_dir"], options["disk_quota"], options["disk_floor"])
     pid = start(command, options["cgroup"], options["rlimit"])
-    status = supervise(pid, options["lease_fd"], options["lease"], options["cgroup"])
+    status = supervise(pid, options["lease_fd"], options["lease"], options["cgroup"], disk, options["verdict_fd"])
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        signal.signal(number, signal.SIG_DFL)
+        if number not in (signal.SIGKILL, signal.SIGSTOP):  # these two keep their default
+            signal.signal(number, signal.SIG_DFL)
         os.kill(os.getpid(), number)
     sys.exit(os.waitstatus_to_exitcode(status) if not os.WIFSIGNALED(status) else 128 + os.WTERMSIG(status))
 

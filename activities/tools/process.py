@@ -28,7 +28,7 @@ from temporalio import activity
 from agent_model.tool_io import ToolResult
 from agent_model.tool_spec import TOOL_HEARTBEAT
 from activities.lost_worker import release_run_from_lost_worker
-from activities.tools import seccomp_filter
+from activities.tools import disk_use, seccomp_filter
 from activities.tools.call_cgroup import CallGroup
 from activities.tools.egress_proxy import EgressProxy
 from activities.tools.sandbox import ToolSandbox, no_new_privs
@@ -109,6 +109,35 @@ class ProcessLimits:
         ]
 
 
+@dataclass(frozen=True)
+class DiskWatch:
+    """What the guard holds a call's writes to (call_guard.DiskWatch)."""
+
+    run_dir: Path
+    quota: int
+    """The run's quota, as the model is told it."""
+    used_elsewhere: int
+    """Of it, what the run already holds outside its directory (the editor's undo history)."""
+    reserve: int
+    """Free space the disk must keep."""
+
+    def guard_options(self, verdict_fd: int) -> list[str]:
+        return [
+            f"--disk-dir={self.run_dir}",
+            f"--disk-quota={max(self.quota - self.used_elsewhere, 0)}",
+            f"--disk-floor={self.reserve}",
+            f"--verdict-fd={verdict_fd}",
+        ]
+
+    def note(self, verdict: bytes) -> str | None:
+        """The observation for the guard's verdict (b"" when it had none)."""
+        if verdict == b"quota":
+            return disk_use.over_quota_note(self.quota)
+        if verdict == b"reserve":
+            return disk_use.low_disk_note(self.reserve)
+        return None
+
+
 @dataclass
 class ProcessOutcome:
     output: str
@@ -118,10 +147,14 @@ class ProcessOutcome:
     timed_out: bool
     memory_exhausted: bool = False
     """The call's cgroup killed a process at its memory cap."""
+    disk_note: str | None = None
+    """Why the call was stopped, or not started, for the disk's sake."""
 
 
 def _failure_note(outcome: ProcessOutcome, timeout: float) -> str | None:
     """One line saying why a run failed, for the model; None if it succeeded."""
+    if outcome.disk_note:
+        return outcome.disk_note
     if outcome.timed_out:
         return f"Execution timed out after {timeout:g} s; the process was killed."
     if outcome.memory_exhausted:
@@ -154,6 +187,7 @@ async def run_limited(
     group: CallGroup | None = None,
     lock_fd: int | None = None,
     pass_fds: tuple[int, ...] = (),
+    disk: DiskWatch | None = None,
 ) -> ProcessOutcome:
     """Run argv under the call guard to completion or until `timeout` seconds pass.
 
@@ -167,7 +201,7 @@ async def run_limited(
     """
     loop = asyncio.get_running_loop()
     capture = _ClippedText(max_output)
-    lease_read = lease_write = None
+    lease_read = lease_write = verdict_read = verdict_write = None
     try:
         lease_read, lease_write = os.pipe()
         os.set_blocking(lease_write, False)
@@ -175,6 +209,9 @@ async def run_limited(
         guard += [f"--cgroup={procs}" for procs in (group.procs_files if group else [])]
         guard += [f"--hold={lock_fd}"] if lock_fd is not None else []
         guard += limits.guard_options(timeout)
+        if disk is not None:
+            verdict_read, verdict_write = os.pipe()
+            guard += disk.guard_options(verdict_write)
         transport, protocol = await loop.subprocess_exec(
             lambda: _ChildProtocol(capture),
             *guard,
@@ -186,17 +223,18 @@ async def run_limited(
             cwd=cwd,
             env=env,
             start_new_session=True,
-            pass_fds=tuple(fd for fd in (lease_read, lock_fd, *pass_fds) if fd is not None),
+            pass_fds=tuple(fd for fd in (lease_read, lock_fd, verdict_write, *pass_fds) if fd is not None),
             preexec_fn=_child_setup(os.getpid()),
         )
     except BaseException:
-        if lease_write is not None:
-            os.close(lease_write)
+        for fd in (lease_write, verdict_read):
+            if fd is not None:
+                os.close(fd)
         raise
     finally:
         # From here the guard alone holds the lease and the lock: a worker that
         # freezes now cannot keep the lock from a retry.
-        for fd in (lease_read, lock_fd):
+        for fd in (lease_read, lock_fd, verdict_write):
             if fd is not None:
                 os.close(fd)
     started = time.monotonic()
@@ -222,11 +260,16 @@ async def run_limited(
         finally:
             transport.close()  # even if a second cancellation interrupts the wait
             os.close(lease_write)
+            verdict = b""
+            if verdict_read is not None:
+                verdict = read_report(verdict_read)
+                os.close(verdict_read)
     return ProcessOutcome(
         output=capture.text(),
         exit_code=transport.get_returncode(),
         timed_out=timed_out,
         memory_exhausted=bool(group and group.oom_kills()),
+        disk_note=disk.note(verdict) if disk is not None else None,
     )
 
 
@@ -372,13 +415,15 @@ class ProcessTool:
         sandbox: confinement of the process (the worker passes the one it
         detected; ToolSandbox.none() only where the operator chose it).
         limits: per-process limits, default ProcessLimits() with the
-        sandbox's memory cap.
+        sandbox's memory cap and no file larger than the run's disk quota.
         max_output: characters of output returned (default 20000); the middle
         of longer output is cut."""
         self.workspace = workspace
         self.timeout = timeout
         self.sandbox = sandbox
-        self.limits = limits or ProcessLimits(address_space_bytes=sandbox.memory_bytes)
+        self.limits = limits or ProcessLimits(
+            address_space_bytes=sandbox.memory_bytes, file_size_bytes=min(GiB, workspace.run_disk_bytes)
+        )
         self.max_output = max_output
 
     def refused(self) -> ToolResult | None:
@@ -400,6 +445,10 @@ class ProcessTool:
         await release_run_from_lost_worker()
         run_dir = self.workspace.run_dir(run_name)
         self.sandbox.prepare_run_dir(run_dir)
+        reserve = self.workspace.reserve()
+        if disk_use.free_bytes(run_dir) < reserve:
+            note = disk_use.low_disk_note(reserve)
+            return ProcessOutcome(output="", exit_code=None, timed_out=False, disk_note=note)
         lock_path = self.workspace.history_dir(run_name) / "tools.lock"
         seccomp = seccomp_filter.program_fd() if self.sandbox.mode == "bwrap" else None
         try:
@@ -421,12 +470,18 @@ class ProcessTool:
                         group=group,
                         lock_fd=await _lock_run(lock_path),
                         pass_fds=tuple(fd for fd in (report_fd, seccomp) if fd is not None),
+                        disk=self._disk_watch(run_name, run_dir, reserve),
                     )
                     _record_duration(time.monotonic() - started, outcome)
                     return outcome
         finally:
             if seccomp is not None:
                 os.close(seccomp)
+
+    def _disk_watch(self, run_name: str, run_dir: Path, reserve: int) -> DiskWatch:
+        quota = self.workspace.run_disk_bytes
+        history = disk_use.tree_bytes(self.workspace.history_dir(run_name), quota)
+        return DiskWatch(run_dir, quota, quota if history is None else history, reserve)
 
     @contextlib.asynccontextmanager
     async def _egress(self) -> AsyncIterator[Path | None]:
