@@ -139,8 +139,15 @@ class WebSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     allow: tuple[str, ...] = ()
-    """Networks (CIDR) or host names reached although they are not public
-    (loopback, private, link-local, CGNAT), or are the LLM/Temporal hosts."""
+    """Origins reached although they are not public (loopback, private,
+    link-local, CGNAT, this host's addresses): "http://127.0.0.1:8000", or a
+    network and its ports, "10.0.0.0/8 ports 80,443"
+    (activities/tools/egress_rules.py). The control plane never is."""
+    control_plane: tuple[str, ...] = ()
+    """More endpoints ("host:port" or URLs) that no web path and no tool code
+    may reach, whatever `allow` says: a Temporal Web UI or HTTP API elsewhere,
+    an internal admin API. The LLM, Temporal, MCP and metrics endpoints the
+    worker knows of are refused without being listed."""
     timeout: float = Field(20.0, gt=0, le=60, allow_inf_nan=False)
     """Seconds for one HTTP exchange, redirects included."""
     max_bytes: int = Field(2 * 1024 * 1024, ge=1024, le=20 * 1024 * 1024)
@@ -205,13 +212,18 @@ class Settings(BaseModel):
     """What tool code may connect to: nothing, or public internet addresses
     through the worker's egress proxy (never loopback, private or link-local)."""
     tool_egress_allow: tuple[str, ...] = ()
-    """Networks (CIDR) or host names the egress proxy lets through although
-    they are not public, e.g. a package mirror on the LAN."""
+    """Origins the egress proxy lets through although they are not public,
+    e.g. a package mirror on the LAN, "http://mirror.lan:3142" ([web] allow's
+    form); the control plane never."""
     tool_user: int = 65534
     """uid (and gid) that tool processes run as when the worker runs as root."""
     tool_memory_mb: int = 2048
     """Memory of one tool call, all its processes together (cgroup), and of
     each process (RLIMIT_AS)."""
+    tool_run_disk_mb: int = 1024
+    """Disk one run may hold: its directory and its undo history together. A
+    tool call that grows past it is stopped, an edit past it refused
+    (activities/tools/disk_use.py); also the largest file a tool may write."""
     workflow_sandbox: bool = True
     """Run workflow code in Temporal's sandbox, which rejects non-deterministic
     calls (clocks, I/O, randomness) as they happen. Off saves ~3 ms of worker
@@ -469,7 +481,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         root = REPO_DIR / root
 
     tools = data.get("tools", {})
-    tool_fields = {"sandbox", "network", "egress_allow", "user", "memory_mb"}
+    tool_fields = {"sandbox", "network", "egress_allow", "user", "memory_mb", "run_disk_mb"}
     if not isinstance(tools, Mapping) or set(tools) - tool_fields:
         raise ConfigError(f"{source}: [tools] accepts only the fields {', '.join(sorted(tool_fields))}")
     sandbox = env.get("DURABLE_MANUS_TOOL_SANDBOX") or tools.get("sandbox", "auto")
@@ -478,15 +490,16 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     network = env.get("DURABLE_MANUS_TOOL_NETWORK") or tools.get("network", "none")
     if network not in ("none", "internet"):
         raise ConfigError(f"{source}: [tools] network must be \"none\" or \"internet\", not {network!r}")
-    egress_allow = tools.get("egress_allow", [])
-    if not isinstance(egress_allow, list) or not all(isinstance(a, str) and a for a in egress_allow):
-        raise ConfigError(f"{source}: [tools] egress_allow must be a list of networks or host names")
+    egress_allow = _allow_entries(source, "[tools] egress_allow", tools.get("egress_allow", []))
     tool_user = tools.get("user", 65534)
     if not isinstance(tool_user, int) or isinstance(tool_user, bool) or not 0 < tool_user < 2**31:
         raise ConfigError(f"{source}: [tools] user must be a uid above 0, not {tool_user!r}")
     memory_mb = tools.get("memory_mb", 2048)
     if not isinstance(memory_mb, int) or isinstance(memory_mb, bool) or memory_mb < 64:
         raise ConfigError(f"{source}: [tools] memory_mb must be an integer of at least 64, not {memory_mb!r}")
+    run_disk_mb = tools.get("run_disk_mb", 1024)
+    if not isinstance(run_disk_mb, int) or isinstance(run_disk_mb, bool) or run_disk_mb < 1:
+        raise ConfigError(f"{source}: [tools] run_disk_mb must be an integer of at least 1, not {run_disk_mb!r}")
 
     worker = data.get("worker", {})
     worker_fields = {"workflow_sandbox", "deployment_name", "build_id"}
@@ -516,6 +529,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         tool_egress_allow=tuple(egress_allow),
         tool_user=tool_user,
         tool_memory_mb=memory_mb,
+        tool_run_disk_mb=run_disk_mb,
         workflow_sandbox=workflow_sandbox,
         worker_deployment_name=deployment_name,
         worker_build_id=build_id,
@@ -575,13 +589,29 @@ def _parse_web(source: str, raw: Any) -> WebSettings:
         web = WebSettings(**raw)
     except ValidationError as e:
         raise ConfigError(_first_error(source, "[web]", e)) from None
-    from activities.tools.egress_proxy import EgressPolicy  # pure: the address rules
+    from activities.tools.control_plane import Endpoint  # pure: the address rules
 
-    try:
-        EgressPolicy(allow=web.allow)
-    except ValueError as e:
-        raise ConfigError(f"{source}: [web] allow: {e}") from None
+    _allow_entries(source, "[web] allow", list(web.allow))
+    for entry in web.control_plane:
+        try:
+            Endpoint.parse(entry, "")
+        except ValueError as e:
+            raise ConfigError(f"{source}: [web] control_plane: {e}") from None
     return web
+
+
+def _allow_entries(source: str, where: str, entries: Any) -> list[str]:
+    """An allow list ([web] allow, [tools] egress_allow): origins, or networks with ports."""
+    from activities.tools.egress_rules import ENTRY_FORMS, parse_allow_entry  # pure: the address rules
+
+    if not isinstance(entries, list) or not all(isinstance(e, str) and e for e in entries):
+        raise ConfigError(f"{source}: {where} must be a list of strings, each {ENTRY_FORMS}")
+    for entry in entries:
+        try:
+            parse_allow_entry(entry)
+        except ValueError as e:
+            raise ConfigError(f"{source}: {where}: {e}") from None
+    return entries
 
 
 def _mcp_servers(config_file: Path | None, reference: str | None, env: Mapping[str, str]) -> dict[str, Any]:

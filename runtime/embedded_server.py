@@ -9,18 +9,32 @@ import subprocess
 import sys
 from pathlib import Path
 
+from activities.workspace import make_private
 from config.settings import REPO_DIR
 from runtime.connection import DEFAULT_PORT
 from workflows.search_attributes import ALL
 
 UI_PORT = 8233
 """Web UI port of the embedded server."""
+HTTP_PORT = 7243
+"""HTTP API port of the embedded server (Temporal's usual one): fixed, not the
+dev server's random default, so that the web rules know it (control plane)."""
 DB_FILENAME = "temporal.db"
 
 
 def data_dir() -> Path:
-    """$DURABLE_MANUS_DATA_DIR, else .data/ in the repo."""
+    """$DURABLE_MANUS_DATA_DIR, else .data/ in the repo. Tool code never sees
+    it (runtime/worker_factory.py tool_sandbox hides it with the repo)."""
     return Path(os.environ.get("DURABLE_MANUS_DATA_DIR") or REPO_DIR / ".data")
+
+
+def private_data_dir() -> Path:
+    """The data directory, created 0700, and made so if an older version
+    left it open: the runs' histories in it are the worker's user's alone."""
+    directory = data_dir()
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_private(directory)
+    return directory
 
 
 def temporal_cli() -> str:
@@ -32,7 +46,10 @@ def temporal_cli() -> str:
     return found
 
 
-def start_dev_server_command(db_path: Path, port: int = DEFAULT_PORT, ui_port: int = UI_PORT) -> list[str]:
+def start_dev_server_command(
+    db_path: Path, port: int = DEFAULT_PORT, ui_port: int = UI_PORT, http_port: int | None = None
+) -> list[str]:
+    """http_port: None lets the server pick a free one."""
     return [
         temporal_cli(),
         "server",
@@ -40,6 +57,7 @@ def start_dev_server_command(db_path: Path, port: int = DEFAULT_PORT, ui_port: i
         "--ip", "127.0.0.1",
         "--port", str(port),
         "--ui-port", str(ui_port),
+        *(["--http-port", str(http_port)] if http_port is not None else []),
         "--db-filename", str(db_path),
         # WAL: about 35-50 ms per activity round trip instead of 65-75 ms; a power
         # loss may lose the last transactions (never corrupt the file).
@@ -66,16 +84,16 @@ def search_attribute_flags() -> list[str]:
 
 def start_embedded_server() -> Path:
     """Start the server detached (own session, output to a log file); returns the data dir."""
-    directory = data_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    log = open(directory / "temporal.log", "ab")
+    directory = private_data_dir()
+    log = open(os.open(directory / "temporal.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
     process = subprocess.Popen(
-        start_dev_server_command(directory / DB_FILENAME),
+        start_dev_server_command(directory / DB_FILENAME, http_port=HTTP_PORT),
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
         cwd=directory,
+        umask=0o077,  # the database and its journal: 0600
     )
     (directory / "temporal.pid").write_text(str(process.pid))
     return directory

@@ -7,11 +7,11 @@ import logging
 import os
 import uuid
 from pathlib import Path
-from urllib.parse import urlsplit
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
+from temporalio.envconfig import ClientConfigProfile
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkerDeploymentConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
@@ -29,7 +29,10 @@ from activities.worker_resources import WorkerResources
 from agent_model.tool_spec import Needs
 from activities.workspace import Workspace, WorkspaceActivities
 from tools import TOOLS
-from config.settings import DEFAULT_CONFIG_PATH, Settings
+from config.mcp_config import MCP_CONFIG_VARIABLE, MCP_FILE_NAME
+from config.settings import DEFAULT_CONFIG_PATH, REPO_DIR, Settings
+from runtime.control_plane import control_plane
+from runtime.embedded_server import data_dir
 from runtime.worker_set import WorkerSet
 from workflows.agent import AgentWorkflow
 from workflows.planning import PlanningFlowWorkflow
@@ -55,49 +58,45 @@ SECRET_FILE_VARIABLES = ("TEMPORAL_TLS_CLIENT_KEY_PATH", "TEMPORAL_TLS_CLIENT_CE
 
 
 def tool_sandbox(settings: Settings) -> ToolSandbox:
-    hidden = [p for p in (settings.config_file, DEFAULT_CONFIG_PATH) if p is not None]
-    hidden += [Path(os.environ[name]) for name in SECRET_FILE_VARIABLES if os.environ.get(name)]
     return ToolSandbox.detect(
         settings.tool_sandbox,
         settings.workspace_root,
-        hidden,
+        operator_files(settings),
+        hidden_dirs=[REPO_DIR, data_dir()],
         network=settings.tool_network,
         egress_allow=settings.tool_egress_allow,
-        egress_deny=control_plane_hosts(settings),
+        egress_deny=control_plane(settings).endpoints,
         tool_user=settings.tool_user,
         memory_bytes=settings.tool_memory_mb * 1024**2,
     )
 
 
-def control_plane_hosts(settings: Settings) -> list[str]:
-    """Hosts that tool code must not reach even through the egress proxy: every
-    LLM endpoint and the Temporal frontend (when they are public addresses)."""
-    hosts = {urlsplit(llm.base_url).hostname for llm in settings.llm.values()}
-    temporal = os.environ.get("TEMPORAL_ADDRESS", "")
-    hosts.add(urlsplit(f"//{temporal}").hostname if temporal else None)
-    return sorted(h for h in hosts if h)
-
-
-def control_plane_endpoints(settings: Settings) -> list[tuple[str, int]]:
-    """(host, port) of every LLM endpoint and of the Temporal frontend: the
-    web tools never fetch them, whatever [web] allow says."""
-    endpoints = set()
-    for llm in settings.llm.values():
-        parts = urlsplit(llm.base_url)
-        if parts.hostname:
-            endpoints.add((parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)))
-    temporal = urlsplit(f"//{os.environ.get('TEMPORAL_ADDRESS') or 'localhost:7233'}")
-    if temporal.hostname:
-        endpoints.add((temporal.hostname, temporal.port or 7233))
-    return sorted(endpoints)
+def operator_files(settings: Settings) -> list[Path]:
+    """Files the operator configured, which tool code must never read: the
+    config files, mcp.json wherever it may be (its env and headers hold
+    tokens), and Temporal's config file and TLS client files."""
+    configs = [p for p in (settings.config_file, DEFAULT_CONFIG_PATH) if p is not None]
+    hidden = configs + [p.parent / MCP_FILE_NAME for p in configs]
+    if os.environ.get(MCP_CONFIG_VARIABLE):
+        hidden.append(Path(os.environ[MCP_CONFIG_VARIABLE]).expanduser())
+    hidden += [Path(os.environ[name]) for name in SECRET_FILE_VARIABLES if os.environ.get(name)]
+    config_home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    hidden.append(config_home / "temporalio" / "temporal.toml")
+    try:
+        tls = ClientConfigProfile.load().tls
+    except Exception:  # noqa: BLE001 - a bad Temporal profile is reported where the client connects
+        tls = None
+    if tls is not None:
+        hidden += [source for source in (tls.client_cert, tls.client_private_key) if isinstance(source, Path)]
+    return hidden
 
 
 def web_access(settings: Settings) -> WebAccess:
-    """HTTP for web_search and web_fetch: public addresses, [web] allow, and
-    never the control plane (unless allowed by host; its endpoints never)."""
+    """HTTP for web_search, web_fetch and the browser's proxy: public
+    addresses, the origins [web] allow opens, never the control plane."""
     return WebAccess(
         allow=settings.web.allow,
-        control_plane=[(host, 0) for host in control_plane_hosts(settings)] + control_plane_endpoints(settings),
+        control_plane=control_plane(settings),
         timeout=settings.web.timeout,
         max_bytes=settings.web.max_bytes,
     )
@@ -106,8 +105,10 @@ def web_access(settings: Settings) -> WebAccess:
 def worker_resources(settings: Settings, sandbox: ToolSandbox | None = None, own_queue: str | None = None) -> WorkerResources:
     """What the tools of one worker share; own_queue: the worker's own task
     queue, where the runs whose browser it holds send their browser actions."""
-    workspace = Workspace(settings.workspace_root)
     sandbox = sandbox or tool_sandbox(settings)
+    workspace = Workspace(
+        settings.workspace_root, run_disk_bytes=settings.tool_run_disk_mb * 1024**2, tool_owner=sandbox.tool_owner
+    )
     access = web_access(settings)
     return WorkerResources(
         workspace=workspace,

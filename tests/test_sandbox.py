@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import http.server
+import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -258,7 +260,7 @@ async def test_opt_in_egress_goes_through_the_proxy_and_never_to_private_address
     root = tmp_path / "root"
     try:
         results = {}
-        for allow in ((), ("127.0.0.1/32",)):
+        for allow in ((), (f"http://127.0.0.1:{port}",)):
             sandbox = ToolSandbox.detect(
                 "auto", root, network="internet", egress_allow=allow, egress_ports=(80, 443, port)
             )
@@ -267,7 +269,7 @@ async def test_opt_in_egress_goes_through_the_proxy_and_never_to_private_address
     finally:
         site.shutdown()
     closed = [line for line in results[()].splitlines() if line.strip()]
-    opened = [line for line in results[("127.0.0.1/32",)].splitlines() if line.strip()]
+    opened = [line for line in results[(f"http://127.0.0.1:{port}",)].splitlines() if line.strip()]
     assert "Failed to connect" in closed[0] and "Failed to connect" in opened[0]  # no direct route, ever
     assert "127.0.0.1 (loopback address) is not allowed" in closed[1]
     assert opened[1] == "hello-from-the-site"
@@ -491,3 +493,152 @@ def test_workers_on_one_machine_keep_out_of_each_others_cgroups(tmp_path):
             for d in (call, call.parent):
                 with contextlib.suppress(OSError):
                     d.rmdir()
+
+
+WALK = """
+import json, os, subprocess
+# find walks it all (a Python walk of /usr takes seconds); every file changed
+# since the test began, all it planted, is read.
+changed = subprocess.run(
+    ["find", TOP, "(", "-path", "/proc", "-o", "-path", "/sys", "-o", "-path", "/dev", ")", "-prune",
+     "-o", "-newerct", f"@{SINCE}", "-size", "-64k", "-print0"],
+    capture_output=True, timeout=100,
+).stdout.split(b"\\0")
+found = []
+for path in filter(None, changed):
+    try:
+        with open(path, "rb") as f:
+            if MARKER in f.read():
+                found.append(path.decode())
+    except OSError:
+        pass
+listed = {d: sorted(os.listdir(d)) if os.path.isdir(d) else None for d in WATCHED}
+print(json.dumps({"found": found, "listed": listed}))
+"""
+
+
+async def test_nothing_the_operator_configured_is_readable_by_tool_code(tmp_path, monkeypatch):
+    """Tool code walks the whole filesystem it sees and reads every small file:
+    no config file, mcp.json (beside the config or named by the variable),
+    TLS key, server data or repository file of the worker's is among them,
+    even when the operator keeps them inside a directory tools see (/etc)."""
+    import uuid
+
+    import runtime.worker_factory as worker_factory
+    from activities.context_store import ContextStore
+    from config.settings import load_settings
+
+    if not os.access("/etc", os.W_OK):
+        pytest.skip("the test puts the operator's files under /etc, as an operator would")
+    marker = f"operator-secret-{uuid.uuid4().hex}"
+    since = time.time() - 1
+    etc = Path("/etc") / f"durable-manus-test-{uuid.uuid4().hex[:8]}"
+    files = {
+        "config.toml": f'[llm]\napi_key = "{marker}-config"\n[tools]\nsandbox = "auto"\n',
+        "mcp.json": json.dumps({"mcpServers": {"a": {"command": "true", "env": {"TOKEN": f"{marker}-beside"}}}}),
+        "other/mcp.json": json.dumps(
+            {"mcpServers": {"b": {"url": "https://mcp.example/mcp", "headers": {"Authorization": f"Bearer {marker}"}}}}
+        ),
+        "tls/client.key": f"-----BEGIN PRIVATE KEY-----\n{marker}-key\n",
+        "repo/config/notes.txt": f"{marker}-repo",
+        "data/temporal.db": f"{marker}-data",
+    }
+    try:
+        for name, text in files.items():
+            (etc / name).parent.mkdir(parents=True, exist_ok=True)
+            (etc / name).write_text(text)
+        monkeypatch.setenv("DURABLE_MANUS_MCP_CONFIG", str(etc / "other" / "mcp.json"))
+        monkeypatch.setenv("TEMPORAL_TLS_CLIENT_KEY_PATH", str(etc / "tls" / "client.key"))
+        monkeypatch.setenv("DURABLE_MANUS_DATA_DIR", str(etc / "data"))
+        monkeypatch.setattr(worker_factory, "REPO_DIR", etc / "repo", raising=False)  # a worker installed under /etc
+        settings = load_settings(etc / "config.toml", env={**os.environ, "WORKSPACE_ROOT": str(tmp_path / "ws")})
+        sandbox = worker_factory.tool_sandbox(settings)
+        require(sandbox.mode == "bwrap", f"bubblewrap ({sandbox.problem})")
+        workspace = Workspace(settings.workspace_root)
+        (workspace.run_dir("other-run") / "private.txt").write_text(f"{marker}-other-run")
+        ContextStore(workspace.root).put(f"{marker}-context".encode(), 32)  # the shared think context
+        watched = [str(etc / "repo"), str(etc / "data"), str(REPO), str(workspace.root)]
+        code = f"MARKER = {marker.encode()!r}\nWATCHED = {watched!r}\nSINCE = {since!r}\n"
+        out = await python(workspace, sandbox, code + "TOP = '/'\n" + WALK, timeout=120)
+        # The same code finds them all where nothing hides them, or the test proves nothing.
+        plain = ToolSandbox.detect("auto", settings.workspace_root)
+        unhidden = await python(workspace, plain, code + f"TOP = {str(etc)!r}\n" + WALK, timeout=120)
+    finally:
+        shutil.rmtree(etc, ignore_errors=True)
+    assert out.startswith("{") and unhidden.startswith("{"), (out, unhidden)
+    seen, readable = json.loads(out), json.loads(unhidden)
+    assert seen["found"] == [], seen["found"]
+    assert seen["listed"][str(etc / "repo")] == [] and seen["listed"][str(etc / "data")] == [], seen["listed"]
+    assert seen["listed"][str(workspace.root)] == ["run-1"], seen["listed"]
+    assert set(seen["listed"][str(REPO)] or []) <= {".venv"}, seen["listed"]  # at most the interpreter
+    assert sorted(readable["found"]) == sorted(str(etc / name) for name in files), readable["found"]
+
+
+CGROUP_WORKER = """
+import os, sys, time
+sys.path.insert(0, {repo!r})
+real_pid = os.getpid()
+os.getpid = lambda: {pid}  # its pid as its own pid namespace shows it: no process here has it
+from activities.tools.call_cgroup import CallCgroups
+folder = CallCgroups.detect(memory_bytes=512 * 1024**2, max_pids=64).parents["pids"]
+(folder / "call-running").mkdir()
+if {live}:
+    (folder / "call-running" / "cgroup.procs").write_text(str(real_pid))  # a call of its own, running
+print(folder, flush=True)
+if {live}:
+    time.sleep(60)
+"""
+
+
+def test_a_worker_in_another_pid_namespace_keeps_its_cgroups(tmp_path):
+    """Workers prove they live by the lock on their folder, not by a pid that
+    another pid namespace cannot see: a live worker's folder and the processes
+    of its calls survive this worker's sweep; a dead worker's folder goes."""
+    from activities.tools.call_cgroup import CallCgroups
+
+    mine = CallCgroups.detect(memory_bytes=512 * 1024**2, max_pids=64)
+    require(mine is not None and "pids" in mine.parents, "a writable pids cgroup")
+    unseen_pid = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
+
+    def worker(live: bool) -> subprocess.Popen:
+        code = CGROUP_WORKER.format(repo=str(REPO), pid=unseen_pid + (0 if live else 1), live=live)
+        return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+
+    live = worker(live=True)
+    live_folder = dead_folder = tmp_path / "not-made"
+    try:
+        live_folder = Path(live.stdout.readline().strip())
+        assert live_folder.name.startswith(f"worker-{unseen_pid}")
+        dead = worker(live=False)  # starts, sweeps, and exits without cleaning up
+        dead_folder = Path(dead.stdout.readline().strip())
+        assert dead.wait(timeout=30) == 0
+
+        again = CallCgroups.detect(memory_bytes=512 * 1024**2, max_pids=64)  # this worker's sweep
+
+        assert again.parents["pids"] == mine.parents["pids"]
+        assert (live_folder / "call-running").is_dir(), "a live worker's call was swept"
+        assert live.poll() is None, "a live worker's call was killed"
+        assert not dead_folder.exists(), "a dead worker's folder stays"
+    finally:
+        live.kill()
+        live.wait()
+        for leftover in (live_folder / "call-running", live_folder, dead_folder / "call-running", dead_folder):
+            with contextlib.suppress(OSError):
+                leftover.rmdir()
+
+
+def test_the_interpreter_stays_visible_inside_a_hidden_directory(tmp_path, monkeypatch):
+    """A worker installed under /usr with its venv inside: the repository is
+    emptied for tools, its interpreter bound back."""
+    import activities.tools.sandbox as sandbox_module
+
+    repo = Path("/usr/src/durable-manus")
+    monkeypatch.setattr(sandbox_module.sys, "prefix", str(repo / ".venv"))
+    sandbox = ToolSandbox(
+        mode="bwrap", problem=None, bwrap="/usr/bin/bwrap", workspace_root=tmp_path / "root", hidden_dirs=(repo,)
+    )
+    argv = sandbox.command(["python"], run_dir=tmp_path / "root" / "run", cwd=tmp_path / "root" / "run")
+    emptied = argv.index(str(repo))
+    assert argv[emptied - 1] == "--tmpfs"
+    bound = [argv[i + 1] for i, a in enumerate(argv) if a == "--ro-bind" and i > emptied]
+    assert str(repo / ".venv") in bound

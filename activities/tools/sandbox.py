@@ -6,12 +6,16 @@ A tool call runs under bubblewrap (`bwrap`, Debian package `bubblewrap`):
   the worker's Python read-only, the run's own directory read-write, a private
   /tmp, /dev and /proc. The worker's code and config, the workspace root
   (other runs, the editor's undo history), /home, /root, /run, /var and /sys
-  are not there at all, so there is no host socket or file to reach;
+  are not there at all, so there is no host socket or file to reach; files
+  the operator configured (config.toml, mcp.json, TLS keys) and the worker's
+  repository and server data are emptied where they lie inside a visible
+  directory (/etc, the interpreter's prefix);
 - network: its own network namespace with only a private loopback, so the
   Temporal frontend, the LLM endpoint, cloud metadata and every host service
   are out of reach. With `network = "internet"` the only way out is the
   worker's egress proxy (activities/tools/egress_proxy.py), which refuses
-  loopback, private and link-local destinations;
+  the control plane, this host's addresses, loopback, private and
+  link-local destinations;
 - identity: an unprivileged uid (the worker's own, or `[tools] user` when the
   worker is root), every capability dropped, no_new_privs, no further user
   namespaces; its own pid, ipc and uts namespaces and session, so it sees no
@@ -41,6 +45,7 @@ from typing import Literal
 
 from activities.tools import seccomp_filter
 from activities.tools.call_cgroup import CallCgroups, CallGroup
+from activities.tools.control_plane import Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -91,14 +96,18 @@ class ToolSandbox:
     """(uid, gid) to drop to inside the sandbox; None when the worker is not root."""
     workspace_root: Path | None = None
     hidden_files: tuple[Path, ...] = ()
+    """Files (or directories) the operator configured: empty where tools could see them."""
+    hidden_dirs: tuple[Path, ...] = ()
+    """Directories tools never see into (the worker's code, the server's data),
+    emptied where they lie inside a directory tools see."""
     network: NetworkMode = "none"
     egress_allow: tuple[str, ...] = ()
-    """Non-public networks or names the egress proxy lets through (operator's list)."""
+    """Origins the egress proxy lets through although not public (operator's
+    list, activities/tools/egress_rules.py)."""
     egress_ports: tuple[int, ...] = (80, 443)
-    """Destination ports the egress proxy allows."""
-    egress_deny: tuple[str, ...] = ()
-    """Hosts tool code must never reach even when public: the LLM endpoints and
-    the Temporal frontend."""
+    """Destination ports the egress proxy allows on public addresses."""
+    egress_deny: tuple[Endpoint, ...] = ()
+    """The control plane: endpoints tool code never reaches (activities/tools/control_plane.py)."""
     cgroups: CallCgroups | None = None
     memory_bytes: int = DEFAULT_MEMORY_BYTES
     max_pids: int = DEFAULT_MAX_PIDS
@@ -122,9 +131,10 @@ class ToolSandbox:
         workspace_root: Path,
         hidden_files: Sequence[Path] = (),
         *,
+        hidden_dirs: Sequence[Path] = (),
         network: NetworkMode = "none",
         egress_allow: Sequence[str] = (),
-        egress_deny: Sequence[str] = (),
+        egress_deny: Sequence[Endpoint] = (),
         egress_ports: Sequence[int] = (80, 443),
         tool_user: int = DEFAULT_TOOL_USER,
         memory_bytes: int = DEFAULT_MEMORY_BYTES,
@@ -146,6 +156,7 @@ class ToolSandbox:
             run_as=(tool_user, tool_user) if os.geteuid() == 0 else None,
             workspace_root=Path(os.path.realpath(workspace_root)),
             hidden_files=tuple(Path(os.path.realpath(p)) for p in hidden_files if Path(p).exists()),
+            hidden_dirs=tuple(Path(os.path.realpath(p)) for p in hidden_dirs),
             network=network,
             egress_allow=tuple(egress_allow),
             egress_deny=tuple(egress_deny),
@@ -269,27 +280,44 @@ class ToolSandbox:
             if not any(_under(kept, m) for m in mounted):
                 wrapped += _parents(kept, mounted, made) + ["--ro-bind", str(kept), str(kept)]
                 mounted.append(kept)
-        if self.workspace_root is not None and any(_under(self.workspace_root, m) for m in mounted):
-            wrapped += ["--tmpfs", str(self.workspace_root)]  # other runs, the undo history
+        # The workspace root (other runs, the undo history) and the hidden
+        # directories become empty where they lie inside something visible;
+        # the interpreter is bound again if it lives in one of them.
+        candidates = sorted({d for d in (self.workspace_root, *self.hidden_dirs) if d is not None})
+        blanked: list[Path] = []
+        for directory in candidates:
+            if _visible(directory, mounted, blanked) and directory not in mounted:
+                wrapped += ["--tmpfs", str(directory)]
+                blanked.append(directory)
+        rebound = [kept for kept in _interpreter_dirs() if any(_under(kept, b) for b in blanked)]
+        for kept in rebound:
+            wrapped += _parents(kept, mounted, made, blanked) + ["--ro-bind", str(kept), str(kept)]
+        mounted += rebound
+        for directory in candidates:  # inside the interpreter bound again: empty it again
+            if any(_under(directory, kept) and directory != kept for kept in rebound):
+                wrapped += ["--tmpfs", str(directory)]
         for hidden in self.hidden_files:
-            if any(_under(hidden, m) for m in mounted):
-                wrapped += ["--ro-bind", "/dev/null", str(hidden)]
-        wrapped += _parents(run_dir, mounted, made) + ["--bind", str(run_dir), str(run_dir)]
+            if _visible(hidden, mounted, blanked, rebound):
+                wrapped += ["--tmpfs", str(hidden)] if hidden.is_dir() else ["--ro-bind", "/dev/null", str(hidden)]
+        wrapped += _parents(run_dir, mounted, made, blanked) + ["--bind", str(run_dir), str(run_dir)]
         if egress_socket is not None:
             wrapped += _parents(Path(EGRESS_SOCKET), mounted, made)
             wrapped += ["--ro-bind", str(egress_socket), EGRESS_SOCKET]
             wrapped += ["--ro-bind", str(FORWARDER), EGRESS_FORWARDER]
             argv = [sys.executable, "-I", "-S", EGRESS_FORWARDER, str(EGRESS_PORT), EGRESS_SOCKET, "--", *argv]
-        wrapped += ["--chdir", str(cwd), "--"]
-        if self.run_as is not None:
-            uid, gid = self.run_as
-            wrapped += [
-                self.setpriv,
-                f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
-                "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all",
-                "--no-new-privs", "--",
-            ]
-        return wrapped + argv
+        if self.run_as is None:
+            return wrapped + ["--chdir", str(cwd), "--"] + argv
+        uid, gid = self.run_as
+        # bwrap is root without CAP_DAC_OVERRIDE here and cannot enter the
+        # run directory (0700, the tool user's): the tool user enters it.
+        return wrapped + [
+            "--chdir", "/", "--",
+            self.setpriv,
+            f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
+            "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all",
+            "--no-new-privs", "--",
+            "/bin/sh", "-c", 'cd -- "$0" && exec "$@"', str(cwd), *argv,
+        ]
 
     @contextlib.contextmanager
     def call_group(self) -> Iterator[CallGroup | None]:
@@ -300,12 +328,18 @@ class ToolSandbox:
         with self.cgroups.call() as group:
             yield group
 
+    @property
+    def tool_owner(self) -> tuple[int, int] | None:
+        """(uid, gid) a root worker gives run directories to, so the tools can
+        write there (the editor's files get the same owner); None otherwise."""
+        return self.run_as if self.mode == "bwrap" else None
+
     def prepare_run_dir(self, run_dir: Path) -> None:
-        """A root worker hands the run directory to the tool user, so the tools
-        can write there (the editor's files get the same owner)."""
-        if self.run_as is None or self.mode != "bwrap":
+        """A run directory made before the worker knew its tool user (a
+        Workspace without tool_owner) is handed to it here."""
+        if self.tool_owner is None:
             return
-        uid, gid = self.run_as
+        uid, gid = self.tool_owner
         info = os.stat(run_dir, follow_symlinks=False)
         if (info.st_uid, info.st_gid) != (uid, gid):
             os.chown(run_dir, uid, gid, follow_symlinks=False)
@@ -357,12 +391,21 @@ def _interpreter_dirs() -> list[Path]:
     return sorted({Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
 
 
-def _parents(path: Path, mounted: list[Path], made: set[Path]) -> list[str]:
+def _visible(path: Path, mounted: list[Path], blanked: list[Path], rebound: list[Path] = ()) -> bool:
+    """Whether `path` is in the sandbox's view: inside something bound, and
+    not inside something emptied since (unless bound again)."""
+    if any(_under(path, kept) for kept in rebound):
+        return True
+    return any(_under(path, m) for m in mounted) and not any(_under(path, b) for b in blanked)
+
+
+def _parents(path: Path, mounted: list[Path], made: set[Path], blanked: list[Path] = ()) -> list[str]:
     """bwrap arguments that create the directories leading to `path` as 0755
     (bwrap would make them 0700 as root, closed to the tool user)."""
     arguments: list[str] = []
     for parent in reversed(path.parents):
-        if parent in made or any(_under(parent, m) for m in mounted):
+        gone = any(_under(parent, b) and parent != b for b in blanked)
+        if parent in made or (not gone and any(_under(parent, m) for m in mounted)):
             continue
         arguments += ["--perms", "0755", "--dir", str(parent)]
         made.add(parent)
