@@ -10,6 +10,7 @@ newlines and tabs only.
 
 from __future__ import annotations
 
+import logging
 import re
 
 from agent_model.reply_repair import valid_utf8
@@ -18,16 +19,20 @@ _ESCAPE_SEQUENCE = re.compile(
     r"""
     (?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?          # CSI: cursor, erase, colours
     | (?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])                  # OSC, DCS, SOS, PM, APC ...
-      [^\x07\x1b\x90\x98\x9c-\x9f]*(?:\x07|\x1b\\|\x9c)          # ... up to BEL or ST
+      [^\n\x07\x1b\x90\x98\x9c-\x9f]*(?:\x07|\x1b\\|\x9c)        # ... up to BEL or ST on its line
     | \x1b[\x20-\x2f]*[\x30-\x7e]?                             # any other escape: ESC ( B, ESC c, ...
     """,
     re.VERBOSE,
 )
 """An escape sequence; one left unterminated loses only its introducer (to
-_CONTROL), so the text after it stays readable."""
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL), so the text after it stays readable. A string sequence ends on
+its line: one left open cannot hide the lines that follow up to some later
+BEL."""
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 """C0 controls but newline and tab (a carriage return too: \r\n ends a line
-as well without it), DEL, C1 controls."""
+as well without it), DEL, C1 controls, and the bidirectional overrides and
+isolates, with which a line can show its words in another order than they
+were written."""
 
 
 def inert(text: object) -> str:
@@ -38,3 +43,11 @@ def inert(text: object) -> str:
     if text.isprintable():
         return text
     return _CONTROL.sub("", _ESCAPE_SEQUENCE.sub("", valid_utf8(text)))
+
+
+class InertFormatter(logging.Formatter):
+    """A log formatter whose records are inert: a message may quote what an
+    MCP server, a model or a page sent."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return inert(super().format(record))

@@ -49,6 +49,39 @@ CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 """What must never be printed: every C0 control but newline and tab, DEL, C1."""
 
 
+def test_a_string_sequence_left_open_hides_no_later_line():
+    from runtime.terminal_text import inert
+
+    cleaned = inert("step 1 \x1b]0;x\nstep 2: rm -rf /home\nstep 3 \x07 done")
+    assert "step 2: rm -rf /home" in cleaned and not CONTROL.search(cleaned), repr(cleaned)
+
+
+def test_bidirectional_overrides_are_removed():
+    """U+202E and its kin make a line show its words in another order."""
+    from runtime.terminal_text import inert
+
+    assert inert("ok \u202etxt.exe\u202c \u2066a\u2069 \u202a\u202b\u202d") == "ok txt.exe a "
+
+
+def test_the_workers_log_lines_are_inert():
+    """worker.py's log quotes what MCP servers, models and pages sent."""
+    import io
+    import logging
+
+    import worker
+
+    stream = io.StringIO()
+    logger = logging.getLogger("test.worker_log")
+    logger.addHandler(worker.log_handler(stream))
+    try:
+        logger.warning("MCP server %s: %s", "web", HOSTILE)
+    finally:
+        logger.handlers.clear()
+    line = stream.getvalue()
+    assert "MCP server web: start clear screen:" in line and "form feed:" in line
+    assert not CONTROL.search(line.rstrip("\n")), repr(line)
+
+
 @pytest.mark.parametrize("name", list(SEQUENCES))
 def test_each_sequence_is_removed(name):
     from runtime.terminal_text import inert
