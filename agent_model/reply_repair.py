@@ -64,11 +64,11 @@ def ids_in(messages: Iterable[Message]) -> set[str]:
 
 
 def unique_id(wanted: str, used: set[str], tried: dict[str, int]) -> str:
-    """`wanted`, or `wanted-2`, `wanted-3`, ... (cut to MAX_CALL_ID_CHARS): the
+    """`wanted` (cut to MAX_CALL_ID_CHARS), or `wanted-2`, `wanted-3`, ...: the
     first not in `used`. `tried` remembers the last suffix per id, so a reply
     that repeats one id a thousand times costs a thousand steps, not a million."""
     n = tried.get(wanted, 1)
-    candidate = wanted
+    candidate = wanted[:MAX_CALL_ID_CHARS]
     while candidate in used:
         n += 1
         suffix = f"-{n}"
@@ -78,9 +78,10 @@ def unique_id(wanted: str, used: set[str], tried: dict[str, int]) -> str:
 
 
 def unique_call_ids(calls: list[ToolCall], taken: set[str]) -> list[ToolCall]:
-    """The calls, each with an id of its own: an empty id becomes call_<n>,
-    one that repeats an earlier call's (in this reply or in `taken`, the
-    window's) gets a suffix."""
+    """The calls, each with an id of its own that the API takes: an empty id
+    becomes call_<n>, a longer one than MAX_CALL_ID_CHARS is cut, one that
+    repeats an earlier call's (in this reply or in `taken`, the window's)
+    gets a suffix."""
     used = set(taken)
     tried: dict[str, int] = {}
     renamed: list[ToolCall] = []

@@ -5,8 +5,9 @@ server and offer a few tools whose calls are the attack:
 - over stdio (`python -m testkit.hostile_mcp`): `storm` writes
   `count` tools/list_changed notifications, `babble` `count` lines that are
   not JSON-RPC, `echoes` `count` answers to requests never sent, `long_line`
-  one line of `size` bytes, each as fast as the pipe takes them; `add`
-  answers at once;
+  one line of `size` bytes, each as fast as the pipe takes them; `shout`
+  writes STDERR_LINE (escape sequences) `count` times to stderr, then
+  `size` bytes with no newline; `add` answers at once;
 - over streamable HTTP (HostileHttpMcp, a thread on 127.0.0.1): `huge_json`
   answers with an endless JSON body, `huge_declared` declares one of 64 MiB,
   `huge_event` an event stream whose one event never ends, `gzipped` a small
@@ -40,8 +41,11 @@ def _tool(name: str, **properties: str) -> dict[str, Any]:
     return {"name": name, "inputSchema": {"type": "object", "properties": {p: {"type": t} for p, t in properties.items()}}}
 
 
+STDERR_LINE = "owned\x1b]0;retitled\x07\x1b[2J\x9b31m\r\u202elive"
+"""What `shout` writes to stderr: a window title, a clear screen, an 8-bit
+CSI, a carriage return, a bidi override."""
 STDIO_TOOLS = [*(_tool(name, count="integer") for name in FLOODS), _tool("long_line", size="integer"),
-               _tool("add", a="integer", b="integer")]
+               _tool("shout", count="integer", size="integer"), _tool("add", a="integer", b="integer")]
 HTTP_TOOLS = [_tool(name) for name in ("huge_json", "huge_declared", "huge_event", "gzipped")] + [_tool("add", a="integer", b="integer")]
 
 
@@ -81,6 +85,9 @@ def _stdio_call(request_id: Any, name: str, arguments: dict[str, Any]) -> None:
     if name in FLOODS:
         for start in range(0, count, 256):
             _write(FLOODS[name] * min(256, count - start))
+    elif name == "shout":
+        sys.stderr.buffer.write((STDERR_LINE + "\n").encode() * count + b"x" * int(arguments.get("size", 0)))
+        sys.stderr.buffer.flush()
     elif name == "long_line":
         size = int(arguments.get("size", 0))
         for _ in range(size // CHUNK):

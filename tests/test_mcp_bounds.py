@@ -21,7 +21,7 @@ from activities.mcp.pool import McpPool
 from config.mcp_config import McpServerSettings
 from testkit.e2e import wait_until
 from testkit.fake_web import Answer, FakeWeb
-from testkit.hostile_mcp import CHUNK, ENDLESS, HOSTILE_STDIO_ARGS, HostileHttpMcp
+from testkit.hostile_mcp import CHUNK, ENDLESS, HOSTILE_STDIO_ARGS, STDERR_LINE, HostileHttpMcp
 from testkit.mcp_servers import HttpMcpServer
 from tests.test_mcp_client import call
 
@@ -83,6 +83,23 @@ async def test_a_stdio_line_over_the_bound_fails_its_call():
         assert (await call(pool, "local", "add", a=1, b=1)).output == "2"  # a restarted server
     finally:
         await pool.close_all()
+
+
+async def test_a_stdio_servers_stderr_reaches_the_log_quoted_and_never_the_terminal(caplog, capfd):
+    """What a server writes to stderr (escape sequences, then a megabyte with
+    no newline) is log lines that quote it, each cut; nothing of it is
+    written to the worker's own stderr, the operator's terminal."""
+    pool = McpPool({"loud": HOSTILE_STDIO})
+    try:
+        with caplog.at_level(logging.INFO, logger="activities.mcp.stdio"):
+            assert (await call(pool, "loud", "shout", count=3, size=CHUNK)).output == "shout done"
+            said = lambda: [r.getMessage() for r in caplog.records if "said" in r.getMessage()]  # noqa: E731
+            await wait_until(lambda: len(said()) >= 4, 20, "the server's stderr in the log")
+    finally:
+        await pool.close_all()
+    assert said()[0] == f"MCP server loud said: {STDERR_LINE!r}"
+    assert all("\x1b" not in line and "\x9b" not in line and len(line) < 400 for line in said())
+    assert "\x1b" not in capfd.readouterr().err
 
 
 # --- floods ------------------------------------------------------------------

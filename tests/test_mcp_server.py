@@ -290,6 +290,9 @@ async def test_http_requires_the_bearer_token(tmp_path):
                 answer = await raw.post(url, json=INITIALIZE, headers={**accept, **refused})
                 assert answer.status_code == 401, (refused, answer.text)
             assert (await raw.get(url, headers=accept)).status_code == 401
+            for query in ("access_token", "token"):  # a token in the URL would end up in logs: not taken
+                answer = await raw.post(f"{url}?{query}={token}", json=INITIALIZE, headers=accept)
+                assert answer.status_code == 401, (query, answer.text)
         async with http_client(port, token) as client:
             assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS
     finally:
@@ -322,3 +325,33 @@ def test_a_token_file_others_can_read_is_refused(tmp_path):
     path.symlink_to(tmp_path / "elsewhere")
     with pytest.raises(UsageError, match="cannot read the MCP token file"):
         read_token(path)
+
+
+def test_a_token_file_that_is_a_fifo_or_another_users_is_refused_at_once(tmp_path):
+    """Planted by another account or a mistake: never read (nor waited on) as the token."""
+    from runtime.mcp_token import TOKEN_FILENAME, load_or_create_token
+
+    path = tmp_path / "data" / TOKEN_FILENAME
+    path.parent.mkdir(mode=0o700)
+    os.mkfifo(path, 0o600)
+    with pytest.raises(UsageError, match="cannot read|not a regular file|regular"):
+        load_or_create_token(path)  # O_NONBLOCK: no writer, no hang
+    path.unlink()
+    load_or_create_token(path)
+    if os.geteuid() == 0:
+        os.chown(path, 4242, 4242)
+        with pytest.raises(UsageError, match="belongs to another user"):
+            load_or_create_token(path)
+
+
+def test_servers_starting_at_once_share_one_token(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from runtime.mcp_token import TOKEN_FILENAME, load_or_create_token
+
+    path = tmp_path / "data" / TOKEN_FILENAME
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda _: load_or_create_token(path), range(8)))
+    assert len({token for token, _ in results}) == 1
+    assert sum(created for _, created in results) == 1
+    assert [p.name for p in path.parent.iterdir()] == [TOKEN_FILENAME]

@@ -59,6 +59,18 @@ def test_a_renamed_long_id_stays_within_the_api_limit():
     assert len(renamed[1].id) == MAX_CALL_ID_CHARS and renamed[1].id.endswith("-2") and renamed[1].id != long_id
 
 
+def test_an_id_over_the_api_limit_is_cut_and_stays_unique():
+    """The API refuses (400) an id longer than MAX_CALL_ID_CHARS: a model that
+    writes one (here 100,000 characters, twice, once sharing its first 40
+    characters with the window) must not end the run."""
+    huge = "h" * 100_000
+    window = [assistant_message(None, calls(huge[:MAX_CALL_ID_CHARS]))]
+    reply = repaired_reply(assistant_message(None, calls(huge, huge, "short")), window)
+    ids = [c.id for c in reply.tool_calls]
+    assert all(len(i) <= MAX_CALL_ID_CHARS for i in ids), [len(i) for i in ids]
+    assert len(set(ids)) == 3 and huge[:MAX_CALL_ID_CHARS] not in ids and ids[2] == "short"
+
+
 def test_a_repaired_reply_serializes_and_keeps_what_was_valid():
     reply = Message(
         role="assistant",

@@ -4,7 +4,9 @@ The SDK has a stdio transport, but it hands the server the worker's USER,
 SHELL and more, and kills the server's process group only when the server
 outlives its stdin. Here the server gets PATH, HOME and LANG plus its own
 "env" from mcp.json (never the worker's keys), and its whole process group is
-killed when the connection closes, so nothing it started outlives it.
+killed when the connection closes, so nothing it started outlives it. What
+it writes to stderr goes into the worker's log quoted, a line at a time, so no
+escape sequence of the server's reaches the operator's terminal.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import subprocess
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager, suppress
 
@@ -36,6 +39,10 @@ REAP_SECONDS = 5.0
 DRAIN_SECONDS = 1.0
 """After the kill: what is left in the server's pipe is read this long at most."""
 _EXIT_POLL_SECONDS = 0.02
+MAX_LOG_LINE_BYTES = 4096
+"""A line of the server's stderr as one log line; a longer one is split."""
+LOG_LINE_CHARS = 300
+"""What the log shows of one such line."""
 
 Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
 _GONE = (anyio.EndOfStream, anyio.IncompleteRead, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError)
@@ -57,15 +64,16 @@ async def stdio_transport(settings: McpServerSettings, guard: Guard) -> AsyncIte
     process = await anyio.open_process(
         [settings.command, *settings.args],
         env=server_environment(settings.env),
-        stderr=None,  # the worker's stderr: the server's log lines land in the worker's log
+        stderr=subprocess.PIPE,
         start_new_session=True,  # its own process group, killed as one at close
     )
     to_session, from_server = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     to_server, from_session = anyio.create_memory_object_stream[SessionMessage](0)
     try:
-        assert process.stdout is not None and process.stdin is not None
+        assert process.stdout is not None and process.stdin is not None and process.stderr is not None
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(_read_messages, process.stdout, to_session, guard)
+            tasks.start_soon(_forward_log, process.stderr, guard)
             tasks.start_soon(_write_messages, process.stdin, from_session)
             try:
                 yield from_server, to_server
@@ -109,6 +117,29 @@ async def _read_messages(
                 return
 
 
+async def _forward_log(stderr: ByteReceiveStream, guard: Guard) -> None:
+    """The server's stderr into the worker's log, each line quoted (repr) and
+    cut, read no faster than guard.unasked lets: a server that writes it
+    without end costs the worker little, and never prints on its terminal."""
+    pending = b""
+    with suppress(*_GONE):
+        async for chunk in stderr:
+            *lines, pending = (pending + chunk).split(b"\n")
+            if len(pending) > MAX_LOG_LINE_BYTES:
+                lines.append(pending)
+                pending = b""
+            await guard.unasked.take(1 + len(lines))
+            for line in lines:
+                _log_line(guard.unasked.server, line)
+    _log_line(guard.unasked.server, pending)
+
+
+def _log_line(server: str, line: bytes) -> None:
+    text = line.decode("utf-8", "replace").rstrip()
+    if text:
+        log.info("MCP server %s said: %.*r", server, LOG_LINE_CHARS, text)
+
+
 async def _write_messages(stdin: ByteSendStream, source: MemoryObjectReceiveStream[SessionMessage]) -> None:
     async with source:
         async for item in source:
@@ -141,3 +172,6 @@ async def _stop(process: Process) -> None:
             pass
     with suppress(*_GONE):
         await process.stdout.aclose()
+    if process.stderr is not None:
+        with suppress(*_GONE):
+            await process.stderr.aclose()
