@@ -30,7 +30,7 @@ from agent_model.tool_spec import Needs
 from activities.workspace import Workspace, WorkspaceActivities
 from tools import TOOLS
 from config.mcp_config import MCP_CONFIG_VARIABLE, MCP_FILE_NAME
-from config.settings import DEFAULT_CONFIG_PATH, REPO_DIR, Settings
+from config.settings import DEFAULT_CONFIG_PATH, REPO_DIR, ConfigError, Settings
 from runtime.control_plane import control_plane
 from runtime.embedded_server import data_dir
 from runtime.worker_set import WorkerSet
@@ -58,10 +58,12 @@ SECRET_FILE_VARIABLES = ("TEMPORAL_TLS_CLIENT_KEY_PATH", "TEMPORAL_TLS_CLIENT_CE
 
 
 def tool_sandbox(settings: Settings) -> ToolSandbox:
+    hidden = operator_files(settings)
+    _refuse_files_in_workspace([*hidden, data_dir()], settings.workspace_root)
     return ToolSandbox.detect(
         settings.tool_sandbox,
         settings.workspace_root,
-        operator_files(settings),
+        hidden,
         hidden_dirs=[REPO_DIR, data_dir()],
         network=settings.tool_network,
         egress_allow=settings.tool_egress_allow,
@@ -89,6 +91,20 @@ def operator_files(settings: Settings) -> list[Path]:
     if tls is not None:
         hidden += [source for source in (tls.client_cert, tls.client_private_key) if isinstance(source, Path)]
     return hidden
+
+
+def _refuse_files_in_workspace(files: list[Path], workspace_root: Path) -> None:
+    """An operator file (or the data directory) inside the workspace may be
+    a run's: its tools and the editor read and change it, and no mount can
+    hide it from them."""
+    root = Path(os.path.realpath(workspace_root))
+    for file in files:
+        real = Path(os.path.realpath(file))
+        if real.exists() and (real == root or root in real.parents):
+            raise ConfigError(
+                f"{file} lies inside the workspace ({workspace_root}), where tool code can read and change it; "
+                "move it out of the workspace"
+            )
 
 
 def web_access(settings: Settings) -> WebAccess:

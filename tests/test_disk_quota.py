@@ -158,3 +158,26 @@ def test_the_quota_is_a_setting(tmp_path):
     assert load_config(tmp_path, "").tool_run_disk_mb == 1024
     message = config_error(tmp_path, "[tools]\nrun_disk_mb = 0\n")
     assert "[tools] run_disk_mb must be an integer of at least 1" in message
+
+
+HIDDEN_FILLER = """
+import os, time
+held = []
+for i in range(64):
+    f = open(f"gone{i}", "wb")
+    os.unlink(f"gone{i}")  # no scan of the tree sees it now, yet its blocks stay taken
+    f.write(bytes(MiB))
+    f.flush()
+    held.append(f)
+time.sleep(2)
+print("held them all")
+""".replace("MiB", str(MiB))
+
+
+@pytest.mark.parametrize("sandbox", ["auto", "none"])
+async def test_files_deleted_but_held_open_count_too(tmp_path, sandbox):
+    resources = resources_with_quota(tmp_path, sandbox=sandbox)
+    tool = TOOLS["python_execute"].build(resources)
+    result = await ActivityEnvironment().run(tool, ToolRequest(workspace="hider", arguments={"code": HIDDEN_FILLER}))
+    assert result.error and f"over its {QUOTA_MB} MiB quota" in result.output, result.output
+    assert "held them all" not in result.output

@@ -574,6 +574,30 @@ async def test_nothing_the_operator_configured_is_readable_by_tool_code(tmp_path
     assert sorted(readable["found"]) == sorted(str(etc / name) for name in files), readable["found"]
 
 
+
+@pytest.mark.parametrize("how", ["named", "through a symlink", "data directory"])
+def test_a_worker_whose_operator_files_lie_in_the_workspace_does_not_start(tmp_path, monkeypatch, how):
+    """An mcp.json (or the server's data) in a run directory is that run's:
+    bash and the editor read and rewrite it whatever the sandbox hides, so
+    the worker refuses it."""
+    from config.settings import ConfigError
+    from runtime.worker_factory import worker_resources
+    from testkit.settings import make_settings
+
+    inside = tmp_path / "ws" / "run-1" / "mcp.json"
+    inside.parent.mkdir(parents=True)
+    inside.write_text(json.dumps({"mcpServers": {"a": {"command": "true", "env": {"TOKEN": "secret"}}}}))
+    named = inside
+    if how == "through a symlink":
+        named = tmp_path / "etc-mcp.json"
+        named.symlink_to(inside)
+    if how == "data directory":
+        monkeypatch.setenv("DURABLE_MANUS_DATA_DIR", str(inside.parent))
+    else:
+        monkeypatch.setenv("DURABLE_MANUS_MCP_CONFIG", str(named))
+    with pytest.raises(ConfigError, match="lies inside the workspace .* move it out of the workspace"):
+        worker_resources(make_settings("http://127.0.0.1:9/v1", tmp_path / "ws"))
+
 CGROUP_WORKER = """
 import os, sys, time
 sys.path.insert(0, {repo!r})

@@ -69,8 +69,11 @@ def embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | Non
 
 
 def address_forms(address: IPAddress) -> tuple[IPAddress, ...]:
-    """`address`, and the IPv4 address it carries if it is an IPv6 form of one."""
+    """`address` (without its zone: fe80::1%eth0 is fe80::1 on eth0), and
+    the IPv4 address it carries if it is an IPv6 form of one."""
     if isinstance(address, ipaddress.IPv6Address):
+        if address.scope_id is not None:
+            address = ipaddress.IPv6Address(int(address))
         embedded = embedded_ipv4(address)
         if embedded is not None:
             return address, embedded

@@ -15,9 +15,9 @@ while this attempt's processes would still run. The guard
   with the guard (parent-death signal);
 - puts the command into the call's cgroup and applies the rlimits and a
   private umask (files 0600, directories 0700) before exec;
-- watches the run directory's disk use a few times a second (disk_use.py)
-  and kills the call when it grows past the run's quota, or when the disk
-  falls below the reserve kept for the rest of the machine; it says which on
+- watches the run directory's disk use a few times a second (disk_use.py;
+  files the call's processes deleted but hold open count too) and kills
+  the call when it grows past the run's quota, or when the disk falls below the reserve kept for the rest of the machine; it says which on
   the verdict pipe. A call that starts over the quota may delete, but is
   killed if it grows. A directory it cannot measure counts as over the
   quota; a call that starts that way is held to the disk's free space instead.
@@ -35,6 +35,7 @@ import select
 import signal
 import sys
 import time
+from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script's directory out
 import disk_use  # noqa: E402
@@ -114,22 +115,48 @@ def start(command: list[str], cgroups: list[str], rlimits: list[tuple[int, int, 
     os._exit(127)
 
 
+def cgroup_pids(cgroups: list[str]) -> set[int]:
+    found: set[int] = set()
+    for procs in cgroups:
+        try:
+            with open(procs) as f:
+                found.update(int(p) for p in f.read().split())
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def descendants(pid: int) -> set[int]:
+    """`pid` and the processes below it (for a call without a cgroup)."""
+    found, todo = set(), [pid]
+    while todo:
+        current = todo.pop()
+        if current in found:
+            continue
+        found.add(current)
+        try:
+            tasks = os.listdir(f"/proc/{current}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{current}/task/{task}/children") as f:
+                    todo.extend(int(p) for p in f.read().split())
+            except (OSError, ValueError):
+                continue
+    return found
+
+
 def kill(pid: int, cgroups: list[str]) -> None:
     try:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-    for procs in cgroups:
+    for other in cgroup_pids(cgroups):
         try:
-            with open(procs) as f:
-                pids = [int(p) for p in f.read().split()]
-        except (OSError, ValueError):
-            continue
-        for other in pids:
-            try:
-                os.kill(other, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            os.kill(other, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 class DiskWatch:
@@ -138,7 +165,10 @@ class DiskWatch:
     def __init__(self, path: str, quota: int, floor: int) -> None:
         # Held open, so that whatever becomes of the name, the same directory is watched.
         self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        self.device = os.fstat(self.fd).st_dev
         self.quota, self.floor = quota, floor
+        self.call_pids: Callable[[], set[int]] = set
+        """The call's processes, whose deleted but open files count too."""
         start = disk_use.tree_bytes(".", 2 * quota, dir_fd=self.fd)
         # Over the quota already: the call may delete, not grow. Not
         # measurable: the disk's free space may not drop by more than the quota.
@@ -158,6 +188,8 @@ class DiskWatch:
             over = self.free_at_start - free > self.quota
         else:
             used = disk_use.tree_bytes(".", self.limit, dir_fd=self.fd)
+            if used is not None and used <= self.limit:
+                used += disk_use.deleted_open_bytes(self.call_pids(), self.device)
             over = used is None or used > self.limit
         if over:
             return "quota"
@@ -229,6 +261,9 @@ def main(argv: list[str]) -> None:
         _open_files_for_scans()
         disk = DiskWatch(options["disk_dir"], options["disk_quota"], options["disk_floor"])
     pid = start(command, options["cgroup"], options["rlimit"])
+    if disk is not None:
+        cgroups = options["cgroup"]
+        disk.call_pids = (lambda: cgroup_pids(cgroups)) if cgroups else (lambda: descendants(pid))
     status = supervise(pid, options["lease_fd"], options["lease"], options["cgroup"], disk, options["verdict_fd"])
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)

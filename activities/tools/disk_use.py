@@ -3,8 +3,9 @@
 Used by the call guard (run as a script, so standard library only), the
 process tools and the editor. A run's share is its directory's allocated
 blocks, every entry counting at least one block, so a million empty files
-weigh as much as a million small ones. Counting stops as soon as the total
-passes the limit asked about, which bounds each scan by the quota itself.
+weigh as much as a million small ones; a file the call deleted but holds
+open counts too. Counting stops as soon as the total passes the limit
+asked about, which bounds each scan by the quota itself.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterable
 
 MiB = 1024**2
 GiB = 1024**3
@@ -93,6 +95,30 @@ def _listed(fd: int) -> tuple[int, list[str]]:
             if stat.S_ISDIR(status.st_mode):
                 subdirs.append(entry.name)
     return charged, subdirs
+
+
+def deleted_open_bytes(pids: Iterable[int], device: int) -> int:
+    """Bytes on `device` held by files that processes `pids` keep open after
+    deleting them (or made with O_TMPFILE): no scan of the tree sees them, yet
+    they fill the disk until the last descriptor closes. Each file counts once;
+    a process gone or closed to the caller counts for nothing."""
+    seen: set[int] = set()
+    total = 0
+    for pid in pids:
+        fd_dir = f"/proc/{pid}/fd"
+        try:
+            names = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for name in names:
+            try:
+                status = os.stat(f"{fd_dir}/{name}")  # the open file itself, not the link
+            except OSError:
+                continue
+            if status.st_nlink == 0 and status.st_dev == device and stat.S_ISREG(status.st_mode) and status.st_ino not in seen:
+                seen.add(status.st_ino)
+                total += status.st_blocks * 512
+    return total
 
 
 def free_bytes(path: str | os.PathLike | int) -> int:
