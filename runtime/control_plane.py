@@ -9,10 +9,13 @@ import os
 from activities.tools.control_plane import ControlPlane, Endpoint
 from config.settings import Settings
 from runtime.connection import DEFAULT_ADDRESS, DEFAULT_PORT, connect_config
-from runtime.embedded_server import HTTP_PORT, UI_PORT
+from runtime.embedded_server import UI_PORT, embedded_server_ports
 
 log = logging.getLogger(__name__)
 
+TEMPORAL_HTTP_PORT = 7243
+"""The HTTP API port of a Temporal server as deployed (the dev server's is
+random: the embedded one's is read from its data directory)."""
 METRICS_VARIABLE = "DURABLE_MANUS_METRICS"
 """HOST:PORT of the worker's metrics (worker.py --metrics sets it too)."""
 
@@ -38,11 +41,15 @@ def control_plane(settings: Settings) -> ControlPlane:
             except ValueError:  # never the text: a URL may carry a token
                 log.warning("control plane: %s is not host:port nor a URL; it is not listed", what)
     endpoints += [
-        Endpoint(endpoints[0].host, HTTP_PORT, "the Temporal HTTP API"),
+        Endpoint(endpoints[0].host, TEMPORAL_HTTP_PORT, "the Temporal HTTP API"),
         Endpoint("127.0.0.1", DEFAULT_PORT, "the embedded Temporal server's frontend"),
-        Endpoint("127.0.0.1", HTTP_PORT, "the embedded Temporal server's HTTP API"),
         Endpoint("127.0.0.1", UI_PORT, "the embedded Temporal server's Web UI"),
     ]
+    embedded = embedded_server_ports()
+    if "http" in embedded:
+        endpoints.append(Endpoint("127.0.0.1", embedded["http"], "the embedded Temporal server's HTTP API"))
+    if "metrics" in embedded:
+        endpoints.append(Endpoint("127.0.0.1", embedded["metrics"], "the embedded Temporal server's metrics"))
     return ControlPlane(endpoints)
 
 

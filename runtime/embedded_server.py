@@ -3,8 +3,10 @@ package, with SQLite file persistence, started detached so runs outlive the star
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,10 +18,10 @@ from workflows.search_attributes import ALL
 
 UI_PORT = 8233
 """Web UI port of the embedded server."""
-HTTP_PORT = 7243
-"""HTTP API port of the embedded server (Temporal's usual one): fixed, not the
-dev server's random default, so that the web rules know it (control plane)."""
 DB_FILENAME = "temporal.db"
+PORTS_FILE = "ports.json"
+"""The embedded server's HTTP API and metrics ports, chosen free at each start
+and written down so that the worker's web rules refuse them (control plane)."""
 
 
 def data_dir() -> Path:
@@ -47,9 +49,13 @@ def temporal_cli() -> str:
 
 
 def start_dev_server_command(
-    db_path: Path, port: int = DEFAULT_PORT, ui_port: int = UI_PORT, http_port: int | None = None
+    db_path: Path,
+    port: int = DEFAULT_PORT,
+    ui_port: int = UI_PORT,
+    http_port: int | None = None,
+    metrics_port: int | None = None,
 ) -> list[str]:
-    """http_port: None lets the server pick a free one."""
+    """http_port, metrics_port: None lets the server pick free ones."""
     return [
         temporal_cli(),
         "server",
@@ -58,6 +64,7 @@ def start_dev_server_command(
         "--port", str(port),
         "--ui-port", str(ui_port),
         *(["--http-port", str(http_port)] if http_port is not None else []),
+        *(["--metrics-port", str(metrics_port)] if metrics_port is not None else []),
         "--db-filename", str(db_path),
         # WAL: about 35-50 ms per activity round trip instead of 65-75 ms; a power
         # loss may lose the last transactions (never corrupt the file).
@@ -85,9 +92,16 @@ def search_attribute_flags() -> list[str]:
 def start_embedded_server() -> Path:
     """Start the server detached (own session, output to a log file); returns the data dir."""
     directory = private_data_dir()
+    # The ports of the last start are kept while free, so that a worker that
+    # read them before the server restarted still refuses the right ones;
+    # written before the server starts, so a worker started next knows them.
+    last = embedded_server_ports()
+    ports = {name: last[name] if _is_free(last.get(name)) else _free_port() for name in ("http", "metrics")}
+    with open(os.open(directory / PORTS_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600), "w") as file:
+        json.dump(ports, file)
     log = open(os.open(directory / "temporal.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
     process = subprocess.Popen(
-        start_dev_server_command(directory / DB_FILENAME, http_port=HTTP_PORT),
+        start_dev_server_command(directory / DB_FILENAME, http_port=ports["http"], metrics_port=ports["metrics"]),
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -97,6 +111,39 @@ def start_embedded_server() -> Path:
     )
     (directory / "temporal.pid").write_text(str(process.pid))
     return directory
+
+
+def embedded_server_ports() -> dict[str, int]:
+    """The HTTP API and metrics ports the embedded server was last started
+    with ({} when it never was here, or the file is not one this module wrote)."""
+    try:
+        with open(data_dir() / PORTS_FILE, "rb") as file:
+            ports = json.loads(file.read(4096))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(ports, dict):
+        return {}
+    return {
+        name: port for name, port in ports.items()
+        if name in ("http", "metrics") and type(port) is int and 0 < port < 65536
+    }
+
+
+def _is_free(port: int | None) -> bool:
+    if port is None:
+        return False
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def web_ui_url(workflow_id: str, namespace: str = "default") -> str:

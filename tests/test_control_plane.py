@@ -22,13 +22,15 @@ import pytest
 
 from activities.tools.egress_proxy import EgressProxy
 from activities.tools.own_host import own_host_addresses
+from activities.web.access import WebAccess
 from activities.web.fetch import fetch_page
 from config.mcp_config import McpServerSettings
 from config.settings import WebSettings
-from runtime.embedded_server import HTTP_PORT, UI_PORT
-from runtime.control_plane import control_plane
+from runtime.control_plane import TEMPORAL_HTTP_PORT, control_plane
+from runtime.embedded_server import PORTS_FILE, UI_PORT, embedded_server_ports, start_dev_server_command
 from runtime.worker_factory import web_access
 from testkit.counting_listener import ConnectionCounter, addresses_from_ip, url_host
+from testkit.e2e import free_port
 from testkit.settings import make_settings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -127,14 +129,41 @@ async def test_tool_egress_reaches_no_control_plane_port_under_any_spelling(plan
 
 
 async def test_the_embedded_server_s_ports_are_refused_even_when_opened(tmp_path, monkeypatch):
+    # The embedded server's HTTP API and metrics ports are chosen free at its
+    # start and written to its data directory, where the rules read them.
     monkeypatch.delenv("TEMPORAL_ADDRESS", raising=False)
+    monkeypatch.setenv("DURABLE_MANUS_DATA_DIR", str(tmp_path / "data"))
+    (tmp_path / "data").mkdir()
+    http_port, metrics_port = free_port(), free_port()
+    (tmp_path / "data" / PORTS_FILE).write_text(json.dumps({"http": http_port, "metrics": metrics_port}))
+    assert embedded_server_ports() == {"http": http_port, "metrics": metrics_port}
+    ports = [7233, TEMPORAL_HTTP_PORT, UI_PORT, http_port, metrics_port]
     settings = make_settings("http://127.0.0.1:1/v1", tmp_path).model_copy(
-        update={"web": WebSettings(allow=(f"127.0.0.0/8 ports 7233,{HTTP_PORT},{UI_PORT}",))}
+        update={"web": WebSettings(allow=(f"127.0.0.0/8 ports {','.join(map(str, ports))}",))}
     )
     access = web_access(settings)
-    for port, what in ((7233, "the Temporal frontend"), (HTTP_PORT, "the Temporal HTTP API"), (UI_PORT, "the embedded Temporal server's Web UI")):
+    for port, what in (
+        (7233, "the Temporal frontend"),
+        (TEMPORAL_HTTP_PORT, "the Temporal HTTP API"),
+        (UI_PORT, "the embedded Temporal server's Web UI"),
+        (http_port, "the embedded Temporal server's HTTP API"),
+        (metrics_port, "the embedded Temporal server's metrics"),
+    ):
         result = await fetch_page(access, f"http://127.1:{port}/api/v1/namespaces", 1000)
         assert result.error and f"is {what}, part of the agent's control plane" in result.output
+
+
+def test_a_ports_file_that_is_not_the_servers_names_no_port(tmp_path, monkeypatch):
+    monkeypatch.setenv("DURABLE_MANUS_DATA_DIR", str(tmp_path))
+    for text in ("", "[7243]", '{"http": "7243", "metrics": 0, "ui": 1}', '{"http": 99999}', "{" * 5000):
+        (tmp_path / PORTS_FILE).write_text(text)
+        assert embedded_server_ports() == {}
+
+
+def test_the_embedded_server_is_started_on_the_ports_it_wrote_down(tmp_path):
+    command = start_dev_server_command(tmp_path / "t.db", http_port=40001, metrics_port=40002)
+    assert command[command.index("--http-port") + 1] == "40001"
+    assert command[command.index("--metrics-port") + 1] == "40002"
 
 
 def test_every_address_of_this_host_is_known():
@@ -144,6 +173,44 @@ def test_every_address_of_this_host_is_known():
     known = {str(a) for a in own_host_addresses()}
     assert set(listed) <= known and "127.0.0.1" in known
 
+
+
+def link_local_addresses_with_zones() -> list[tuple[str, str, int]]:
+    """(address, interface, index) of this host's link-local IPv6 addresses."""
+    if shutil.which("ip") is None:
+        return []
+    listing = subprocess.run(["ip", "-o", "-6", "addr"], capture_output=True, text=True, timeout=10).stdout
+    return [
+        (fields[3].split("/")[0], fields[1], int(fields[0].rstrip(":")))
+        for fields in (line.split() for line in listing.splitlines())
+        if len(fields) > 3 and fields[3].startswith("fe80:")
+    ]
+
+
+async def test_a_link_local_address_of_this_host_with_its_zone_is_this_host():
+    """fe80::x%eth0 is fe80::x: a LAN range opened on a port opens neither a
+    control-plane endpoint nor another service of this host under it."""
+    found = link_local_addresses_with_zones()
+    if not found:
+        pytest.skip("no link-local IPv6 address here")
+    llm, service = ConnectionCounter(), ConnectionCounter()
+    opened = [f"fe80::/10 ports {llm.port},{service.port}"]
+    access = WebAccess(allow=opened, control_plane=[("127.0.0.1", llm.port)])
+    proxy = EgressProxy(allow=opened, deny=[("127.0.0.1", llm.port)])
+    proxy_port = await proxy.start_tcp()
+    try:
+        for address, interface, index in found:
+            for zoned in (f"{address}%{interface}", f"{address}%{index}"):
+                for port in (llm.port, service.port):
+                    fetched = await fetch_page(access, f"http://[{zoned}]:{port}/", 1000)
+                    assert fetched.error and "refused" in fetched.output, fetched.output
+                    reply = await ask_proxy(proxy_port, f"CONNECT [{zoned}]:{port}")
+                    assert reply.startswith(b"HTTP/1.1 403"), reply
+    finally:
+        await proxy.close()
+        llm.stop()
+        service.stop()
+    assert (llm.connections, service.connections) == (0, 0)
 
 # ---- an address of this host that looks public --------------------------------------
 
