@@ -76,6 +76,16 @@ def cli_runtime(prefix: str = "starter: ") -> Runtime:
     logger.addHandler(handler)
     logger.setLevel(logging.WARNING)
     logger.propagate = False
+    # Other loggers (an activity of the CLI's own worker, an MCP link) would
+    # fall to logging's last resort, which prints tracebacks and raw text
+    # that may quote a model, a page or a server.
+    root = logging.getLogger()
+    if not root.handlers:
+        fallback = logging.StreamHandler(sys.stderr)
+        fallback.setFormatter(_OneLine(prefix))
+        fallback.addFilter(_gate)
+        fallback.setLevel(logging.WARNING)
+        root.addHandler(fallback)
     # Temporal retries a failed activity attempt, and the run's step lines show
     # what came of it; a line per attempt would only break them up.
     logging.getLogger("temporalio.activity").setLevel(logging.ERROR)

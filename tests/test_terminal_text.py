@@ -12,6 +12,8 @@ import uuid
 
 import pytest
 
+from config.settings import REPO_DIR
+
 from runtime.run_start import start_agent_run, start_planning_flow
 from runtime.worker_factory import build_worker
 from testkit.e2e import child_env, server_address, start_starter, wait_until
@@ -80,6 +82,28 @@ def test_the_workers_log_lines_are_inert():
     line = stream.getvalue()
     assert "MCP server web: start clear screen:" in line and "form feed:" in line
     assert not CONTROL.search(line.rstrip("\n")), repr(line)
+
+
+def test_the_starters_own_worker_logs_inert_lines_without_tracebacks():
+    """An activity of the starter's in-process worker logs through logging's
+    last resort unless the CLI gives the root logger a handler."""
+    import subprocess
+    import sys
+
+    script = (
+        "import logging\n"
+        "from runtime.cli import cli_runtime\n"
+        "cli_runtime()\n"
+        "log = logging.getLogger('activities.mcp.link')\n"
+        "try:\n"
+        "    raise RuntimeError('boom \\x1b]52;c;ZXZpbA==\\x07')\n"
+        "except RuntimeError:\n"
+        "    log.exception('MCP server %s failed: %s', 'web', '\\x1b[2Jcleared')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=REPO_DIR)
+    assert done.returncode == 0, done.stderr
+    assert "MCP server web failed: cleared" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and not CONTROL.search(done.stderr.replace("\n", "")), repr(done.stderr)
 
 
 @pytest.mark.parametrize("name", list(SEQUENCES))
