@@ -341,7 +341,8 @@ async def run_on_worker_processes(
         async def all_polling():
             return {c.pid for c in children} <= await pollers_of(client, queue)
 
-        await until(all_polling, 60, f"poll of all {workers} workers", interval=0.1)
+        # Generous: three worker processes start at once on a loaded CI machine.
+        await until(all_polling, 180, f"poll of all {workers} workers", interval=0.1)
         profile = bench_profile(steps, ["bash"], max_observe=MAX_OBSERVE)
         began = time.perf_counter()
         handle = await start_agent(client, bench_settings(base_url, root, queue), profile, {})
