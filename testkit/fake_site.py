@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import html
 import json
-import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from testkit.fake_web import Answer, FakeWeb, Seen
+from testkit.threaded_server import serve_in_thread, stop_serving
 
 MARKER = "Far down marker"
 """Text at the bottom of /long, thousands of pixels below the top."""
@@ -192,14 +192,11 @@ class CountingServer:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer((host, 0), Handler)
-        self._server.daemon_threads = True
+        self._server = serve_in_thread(ThreadingHTTPServer((host, 0), Handler))
         self.host, self.port = host, self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
     def url(self, path: str = "/") -> str:
         return f"http://{self.host}:{self.port}{path}"
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        stop_serving(self._server)

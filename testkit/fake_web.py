@@ -5,12 +5,13 @@ function of the request, every request recorded."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
+
+from testkit.threaded_server import serve_in_thread, stop_serving
 
 
 @dataclass
@@ -97,15 +98,11 @@ class FakeWeb:
             def handle_error(self, request: Any, client_address: Any) -> None:
                 pass  # a client that stops reading (the byte cap) is expected
 
-        self._server = Server(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self._server = serve_in_thread(Server(("127.0.0.1", 0), Handler))
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+        stop_serving(self._server)
 
 
 # --- realistic engine answers ------------------------------------------------

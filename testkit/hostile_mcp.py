@@ -20,9 +20,10 @@ from __future__ import annotations
 import gzip
 import json
 import sys
-import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from testkit.threaded_server import serve_in_thread, stop_serving
 
 HOSTILE_STDIO_ARGS = ["-m", "testkit.hostile_mcp"]
 """With sys.executable, run from the repo's directory: the stdio server."""
@@ -129,16 +130,13 @@ class HostileHttpMcp:
         return f"http://127.0.0.1:{self._server.server_address[1]}/mcp"
 
     def start(self) -> HostileHttpMcp:
-        self._server = _Server(("127.0.0.1", 0), _Handler)
-        self._server.mcp = self
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        server = _Server(("127.0.0.1", 0), _Handler)
+        server.mcp = self
+        self._server = serve_in_thread(server)
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+        stop_serving(self._server)
 
     def __enter__(self) -> HostileHttpMcp:
         return self.start()
