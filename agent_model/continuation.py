@@ -11,10 +11,14 @@ shell directory, step count).
 Step records are the one part that grows with every step; the carried ones are
 the newest that fit in RECORDS_LIMIT, texts cut. All records stay complete in
 the histories of the executions that made them.
+
+The values below are those of new runs: the starter puts them in the run's
+input (current_limits), and a run decides with the ones it started with.
 """
 
 from __future__ import annotations
 
+from agent_model.continuation_limits import ContinuationLimits
 from agent_model.payload import clip, fit, json_size
 from agent_model.plan import PlanBook
 from agent_model.run import AgentRunInput, CarriedState, StepRecord, fit_records
@@ -41,37 +45,68 @@ EARLIER_RUNS_KEPT = 20
 """Run ids of earlier executions carried, newest last (for --show and --rewind)."""
 
 
-def compact_records(records: list[StepRecord], limit: int = RECORDS_LIMIT) -> list[StepRecord]:
-    """The newest records whose texts, cut to RECORDS_TEXT_BUDGET, fit in `limit` bytes."""
-    kept = fit_records(records, RECORDS_TEXT_BUDGET)
-    while len(kept) > 1 and json_size(kept) > limit:
+def current_limits() -> ContinuationLimits:
+    """This code's thresholds, for a run that starts now (or one whose input has none)."""
+    return ContinuationLimits(
+        history_events=HISTORY_EVENTS_PER_RUN,
+        history_bytes=HISTORY_BYTES_PER_RUN,
+        records_bytes=RECORDS_LIMIT,
+        records_text=RECORDS_TEXT_BUDGET,
+        plans_bytes=PLANS_LIMIT,
+        task_shown=TASK_SHOWN,
+        earlier_runs_kept=EARLIER_RUNS_KEPT,
+    )
+
+
+def compact_records(records: list[StepRecord], limits: ContinuationLimits) -> list[StepRecord]:
+    """The newest records whose texts, cut to the text budget, fit in the records' bytes."""
+    kept = fit_records(records, limits.records_text)
+    while len(kept) > 1 and json_size(kept) > limits.records_bytes:
         kept = kept[len(kept) // 2 :]
     return kept
 
 
-def carried_plans(plans: PlanBook) -> PlanBook:
-    return fit(plans, PLANS_LIMIT)
+def carried_plans(plans: PlanBook, limits: ContinuationLimits) -> PlanBook:
+    return fit(plans, limits.plans_bytes)
+
+
+def carried_run_ids(earlier: list[str], this_run: str, limits: ContinuationLimits) -> list[str]:
+    return [*earlier, this_run][-limits.earlier_runs_kept :]
 
 
 def should_continue_as_new(
-    suggested: bool, history_events: int, history_bytes: int, steps_this_run: int, steps_per_run: int | None
+    suggested: bool,
+    history_events: int,
+    history_bytes: int,
+    steps_this_run: int,
+    steps_per_run: int | None,
+    limits: ContinuationLimits,
 ) -> bool:
     """Whether a run, between two steps, goes on in a new execution."""
     if steps_this_run == 0:
         return False  # never twice in a row without progress
     return (
         suggested
-        or history_events >= HISTORY_EVENTS_PER_RUN
-        or history_bytes >= HISTORY_BYTES_PER_RUN
+        or history_events >= limits.history_events
+        or history_bytes >= limits.history_bytes
         or (steps_per_run is not None and steps_this_run >= steps_per_run)
     )
 
 
-def continued_input(run: AgentRunInput, carried: CarriedState, workspace: str) -> AgentRunInput:
-    """The input of the next execution; step records are dropped if, beyond
-    all the budgets above, it would still be too large."""
+def continued_input(
+    run: AgentRunInput, carried: CarriedState, workspace: str, limits: ContinuationLimits
+) -> AgentRunInput:
+    """The input of the next execution, with the run's thresholds; step
+    records are dropped if, beyond all the budgets above, it would still be
+    too large."""
     continued = run.model_copy(
-        update={"task": clip(run.task, TASK_SHOWN), "carried": carried, "workspace": workspace, "profile": None}
+        update={
+            "task": clip(run.task, limits.task_shown),
+            "carried": carried,
+            "workspace": workspace,
+            "profile": None,
+            "continuation": limits,
+        }
     )
     if json_size(continued) > INPUT_LIMIT:
         continued.carried = carried.model_copy(update={"records": []})

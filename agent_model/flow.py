@@ -6,7 +6,9 @@ from enum import Enum
 
 from pydantic import BaseModel, Field
 
+from agent_model.continuation_limits import ContinuationLimits
 from agent_model.plan import Plan, StepStatus
+from agent_model.profiles import AgentProfile, UnknownAgent, get_profile
 from agent_model.state import AgentState
 from agent_model.usage import TokenUsage
 
@@ -43,13 +45,42 @@ class PlanningFlowInput(BaseModel):
     """LLM profile for every step's agent run (the starter's --llm); None: each
     agent profile's own."""
     max_steps_per_agent: int | None = None
+    """Overrides each child agent's max_steps."""
     steps_per_run: int | None = None
     """Passed to each step's agent run (AgentRunInput.steps_per_run)."""
-    """Overrides each child agent's max_steps."""
+    profiles: dict[str, AgentProfile] | None = None
+    """The profiles of `agents`, resolved by the starter: the planner's agent
+    list and every step's run use these, whatever code later workers have.
+    None (inputs of older starters): the built-in profiles of the worker's code."""
+    continuation: ContinuationLimits | None = None
+    """Continue-as-new thresholds for every step's run; None: each run's worker's."""
 
     @property
     def primary_agent(self) -> str:
         return self.primary or self.agents[0]
+
+    def profile_of(self, agent: str) -> AgentProfile:
+        """The agent's profile as the flow started with it (raises UnknownAgent)."""
+        if self.profiles is None:
+            return get_profile(agent)
+        try:
+            return self.profiles[agent]
+        except KeyError:
+            raise UnknownAgent(f"the flow's input has no profile for agent {agent!r}") from None
+
+    def check_agents(self) -> None:
+        """Raises UnknownAgent for an agent the flow could not run; an input
+        with profiles must hold the primary's too (older ones were never
+        checked for it, and their replays must decide as they did)."""
+        for agent in self.agents:
+            self.profile_of(agent)
+        if self.profiles is not None:
+            self.profile_of(self.primary_agent)
+
+    def child_profile(self, agent: str) -> AgentProfile | None:
+        """The profile a step's run gets in its input; None for older inputs,
+        whose children looked theirs up by name."""
+        return None if self.profiles is None else self.profile_of(agent)
 
 
 class StepOutcome(BaseModel):

@@ -5,12 +5,13 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from agent_model.browser import BrowserState
+from agent_model.continuation_limits import ContinuationLimits
 from agent_model.mcp import McpTool
 from agent_model.memory import Memory
 from agent_model.messages import ToolChoice
 from agent_model.payload import PAYLOAD_LIMIT, clip, first_within, fit, json_size
 from agent_model.plan import PlanBook
-from agent_model.profiles import AgentProfile
+from agent_model.profiles import AgentProfile, get_profile
 from agent_model.state import AgentState, StopReason
 from agent_model.think_context import ContextSync
 from agent_model.usage import TokenUsage
@@ -21,6 +22,9 @@ class AgentRunInput(BaseModel):
     agent: str = "manus"
     """A built-in profile name; ignored when `profile` is given."""
     profile: AgentProfile | None = None
+    """The agent's profile, resolved by the starter (or the flow) so that the
+    run keeps it whatever code later workers have; None (inputs of older
+    starters): the built-in profile `agent` of the worker's code."""
     max_steps: int | None = None
     """Overrides the profile's max_steps."""
     llm: str | None = None
@@ -33,8 +37,26 @@ class AgentRunInput(BaseModel):
     steps_per_run: int | None = None
     """Steps after which the run goes on in a new execution (continue-as-new);
     None: only when the history grows large (agent_model/continuation.py)."""
+    continuation: ContinuationLimits | None = None
+    """When to continue as new and what to carry, resolved by the starter and
+    kept by every continued execution; None (older inputs): the worker's code's."""
     carried: CarriedState | None = None
     """Set when an earlier execution of this run continued as new: where it was."""
+
+
+def resolved_profile(run: AgentRunInput) -> AgentProfile:
+    """The run's profile with the input's overrides applied (raises UnknownAgent)."""
+    profile = run.profile or get_profile(run.agent)
+    updates: dict = {}
+    if run.max_steps is not None:
+        updates["max_steps"] = run.max_steps
+    if run.tool_choice is not None:
+        updates["tool_choice"] = run.tool_choice
+    if run.llm is not None:
+        updates["llm"] = run.llm
+    if run.mcp_servers is not None:
+        updates["mcp_servers"] = run.mcp_servers
+    return profile.model_copy(update=updates) if updates else profile
 
 
 class ToolCallRecord(BaseModel):

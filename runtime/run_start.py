@@ -12,10 +12,11 @@ from typing import TextIO
 from temporalio.client import Client, WorkflowHandle
 
 from activities.token_count import count_prompt_tokens
+from agent_model.continuation import current_limits
 from agent_model.flow import PlanningFlowInput
 from agent_model.messages import user_message
 from agent_model.profiles import get_profile
-from agent_model.run import AgentRunInput, AgentRunResult
+from agent_model.run import AgentRunInput, AgentRunResult, resolved_profile
 from config.settings import Settings
 from runtime import run_control
 from runtime.cli import UsageError
@@ -64,6 +65,50 @@ def summary_of(task: str) -> str:
     return summary if len(summary) <= SUMMARY_LENGTH else summary[: SUMMARY_LENGTH - 1] + "…"
 
 
+def agent_run_input(
+    task: str,
+    *,
+    agent: str,
+    max_steps: int | None = None,
+    steps_per_run: int | None = None,
+    llm: str | None = None,
+    mcp_servers: tuple[str, ...] | None = None,
+) -> AgentRunInput:
+    """A new run's input, holding everything that decides its commands: the
+    profile resolved now (overrides applied) and this code's continue-as-new
+    thresholds; later workers' code changes neither (raises UnknownAgent)."""
+    run = AgentRunInput(
+        task=task, agent=agent, max_steps=max_steps, steps_per_run=steps_per_run, llm=llm,
+        mcp_servers=list(mcp_servers) if mcp_servers is not None else None,
+    )
+    return run.model_copy(update={"profile": resolved_profile(run), "continuation": current_limits()})
+
+
+def planning_flow_input(
+    task: str,
+    *,
+    agents: tuple[str, ...],
+    timeout: float,
+    max_steps: int | None = None,
+    steps_per_run: int | None = None,
+    llm: str | None = None,
+) -> PlanningFlowInput:
+    """A new flow's input, with its agents' profiles and the thresholds
+    resolved now, for its planner and every step's run (raises UnknownAgent)."""
+    flow = PlanningFlowInput(
+        task=task,
+        agents=list(agents),
+        timeout_seconds=timeout,
+        max_steps_per_agent=max_steps,
+        steps_per_run=steps_per_run,
+        **({"llm": llm, "agent_llm": llm} if llm else {}),
+    )
+    executors = dict.fromkeys([*flow.agents, flow.primary_agent])
+    flow.profiles = {agent: get_profile(agent) for agent in executors}
+    flow.continuation = current_limits()
+    return flow
+
+
 async def start_agent_run(
     client: Client,
     settings: Settings,
@@ -79,9 +124,8 @@ async def start_agent_run(
     registered = await run_control.search_attributes_registered(client)
     started = await client.start_workflow(
         AgentWorkflow.run,
-        AgentRunInput(
-            task=task, agent=agent, max_steps=max_steps, steps_per_run=steps_per_run, llm=llm,
-            mcp_servers=list(mcp_servers) if mcp_servers is not None else None,
+        agent_run_input(
+            task, agent=agent, max_steps=max_steps, steps_per_run=steps_per_run, llm=llm, mcp_servers=mcp_servers
         ),
         id=run_id or f"{agent}-{uuid.uuid4().hex[:12]}",
         task_queue=settings.task_queue,
@@ -112,13 +156,8 @@ async def start_planning_flow(
         agents = (*agents, "data_analysis")  # OpenManus's [runflow] use_data_analysis_agent
     return await client.start_workflow(
         PlanningFlowWorkflow.run,
-        PlanningFlowInput(
-            task=task,
-            agents=list(agents),
-            timeout_seconds=timeout,
-            max_steps_per_agent=max_steps,
-            steps_per_run=steps_per_run,
-            **({"llm": llm, "agent_llm": llm} if llm else {}),
+        planning_flow_input(
+            task, agents=agents, timeout=timeout, max_steps=max_steps, steps_per_run=steps_per_run, llm=llm
         ),
         id=run_id or f"flow-{uuid.uuid4().hex[:12]}",
         task_queue=settings.task_queue,

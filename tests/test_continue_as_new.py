@@ -16,6 +16,7 @@ from agent_model.continuation import (
     RECORDS_LIMIT,
     compact_records,
     continued_input,
+    current_limits,
     should_continue_as_new,
 )
 from agent_model.flow import FlowOutcome, PlanningFlowResult
@@ -36,6 +37,8 @@ from tests.test_run_control import harness  # noqa: F401  (a fixture)
 from tests.test_think_context import assert_each_request_extends_the_last, think_inputs
 from workflows.agent import AgentWorkflow
 
+LIMITS = current_limits()
+
 PROFILE = AgentProfile(
     name="tester",
     system_prompt="You are a test agent in {directory}.",
@@ -50,14 +53,14 @@ PROFILE = AgentProfile(
 
 
 def test_a_run_continues_when_the_server_suggests_it_or_its_share_is_taken():
-    assert not should_continue_as_new(False, 100, 10_000, 5, None)
-    assert should_continue_as_new(True, 100, 10_000, 5, None)
-    assert should_continue_as_new(False, HISTORY_EVENTS_PER_RUN, 0, 5, None)
-    assert should_continue_as_new(False, 100, HISTORY_BYTES_PER_RUN, 5, None)
-    assert should_continue_as_new(False, 100, 10_000, 3, 3)
-    assert not should_continue_as_new(False, 100, 10_000, 2, 3)
+    assert not should_continue_as_new(False, 100, 10_000, 5, None, LIMITS)
+    assert should_continue_as_new(True, 100, 10_000, 5, None, LIMITS)
+    assert should_continue_as_new(False, HISTORY_EVENTS_PER_RUN, 0, 5, None, LIMITS)
+    assert should_continue_as_new(False, 100, HISTORY_BYTES_PER_RUN, 5, None, LIMITS)
+    assert should_continue_as_new(False, 100, 10_000, 3, 3, LIMITS)
+    assert not should_continue_as_new(False, 100, 10_000, 2, 3, LIMITS)
     # A new execution that has not taken a step yet never continues again.
-    assert not should_continue_as_new(True, HISTORY_EVENTS_PER_RUN, HISTORY_BYTES_PER_RUN, 0, 1)
+    assert not should_continue_as_new(True, HISTORY_EVENTS_PER_RUN, HISTORY_BYTES_PER_RUN, 0, 1, LIMITS)
 
 
 def test_the_carried_state_of_a_maximal_run_fits_in_one_payload():
@@ -75,14 +78,14 @@ def test_the_carried_state_of_a_maximal_run_fits_in_one_payload():
                 tool_calls=[ToolCallRecord(id=f"c{step}", name="bash", arguments="a" * 5000, observation="o" * 100_000)],
             )
         )
-    kept = compact_records(records)
+    kept = compact_records(records, LIMITS)
     assert json_size(kept) <= RECORDS_LIMIT
     assert kept[-1].step == 3000 and [r.step for r in kept] == list(range(kept[0].step, 3001))
     carried = CarriedState(
         profile=PROFILE, directory="/w/run", step=3000, memory=memory, context=ContextSync(key="k"),
         plans=PlanBook(), records=kept, earlier_runs=["r" * 36] * 20,
     )
-    run = continued_input(AgentRunInput(task="the task " * 1000, profile=PROFILE), carried, "run")
+    run = continued_input(AgentRunInput(task="the task " * 1000, profile=PROFILE), carried, "run", LIMITS)
     assert json_size(run) < 2 * 1024 * 1024  # Temporal's payload limit
     assert run.carried.records == kept and run.profile is None and len(run.task) < 2100
 
@@ -95,9 +98,9 @@ def test_step_records_give_way_when_the_next_input_would_be_too_large():
     records = [StepRecord(step=n, thought="r" * 20_000) for n in range(1, 20)]
     wordy = PROFILE.model_copy(update={"system_prompt": "p" * 1_300_000})  # a profile given with the run
     carried = CarriedState(
-        profile=wordy, directory="/w", step=19, memory=memory, context=ContextSync(key="k"), records=compact_records(records)
+        profile=wordy, directory="/w", step=19, memory=memory, context=ContextSync(key="k"), records=compact_records(records, LIMITS)
     )
-    run = continued_input(AgentRunInput(task="t" * 600_000, profile=wordy), carried, "run")
+    run = continued_input(AgentRunInput(task="t" * 600_000, profile=wordy), carried, "run", LIMITS)
     assert run.carried.records == [] and json_size(run) < 2 * 1024 * 1024
 
 

@@ -26,10 +26,11 @@ with workflow.unsafe.imports_passed_through():
     )
     from agent_model.llm_io import ThinkResponse
     from agent_model.continuation import (
-        EARLIER_RUNS_KEPT,
         carried_plans,
+        carried_run_ids,
         compact_records,
         continued_input,
+        current_limits,
         should_continue_as_new,
     )
     from agent_model.human import QuestionClosed, QuestionDesk
@@ -50,7 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from agent_model.messages import Message, ToolCall, user_message
     from agent_model.payload import DETAILS_LIMIT, clip, fit, newest_within
     from agent_model.plan import PlanBook
-    from agent_model.profiles import AgentProfile, UnknownAgent, get_profile
+    from agent_model.profiles import AgentProfile, UnknownAgent
     from agent_model.prompting import fill
     from agent_model.run import (
         NOTE_LIMIT,
@@ -64,6 +65,7 @@ with workflow.unsafe.imports_passed_through():
         fit_result,
         observe_limit,
         records_page,
+        resolved_profile,
     )
     from agent_model.state import AgentState, StopReason
     from agent_model.think_context import CONTEXT_MISSING_ERROR, ContextSync
@@ -167,6 +169,8 @@ class AgentWorkflow:
         self.steps_before = 0
         """Steps taken by earlier executions of this run (continue-as-new)."""
         self.earlier_runs: list[str] = []
+        self.limits = run.continuation or current_limits()
+        """Continue-as-new thresholds: the run's own, or (older inputs) this code's."""
         if run.carried is not None:
             self._resume(run.carried)
 
@@ -206,7 +210,8 @@ class AgentWorkflow:
         self.state = AgentState.RUNNING
         try:
             if run.carried is None:
-                self.profile = self._resolve_profile(run)
+                # As the starter resolved it; older inputs name a built-in one.
+                self.profile = resolved_profile(run)
                 self.memory = Memory.for_profile(self.profile)
                 self.directory = await workflow.execute_activity(
                     PREPARE_WORKSPACE,
@@ -257,6 +262,7 @@ class AgentWorkflow:
             history_bytes=info.get_current_history_size(),
             steps_this_run=self.step - self.steps_before,
             steps_per_run=run.steps_per_run,
+            limits=self.limits,
         ) and workflow.patched(CONTINUE_AS_NEW_PATCH)
 
     async def _continue_as_new(self, run: AgentRunInput) -> None:
@@ -270,19 +276,19 @@ class AgentWorkflow:
             step=self.step,
             memory=self.memory,
             context=self.context,
-            plans=carried_plans(self.plans),
+            plans=carried_plans(self.plans, self.limits),
             usage=self.usage,
             shell_cwd=self.shell_cwd,
             hinted=sorted(self.hinted),
             empty_replies=self.empty_replies,
-            records=compact_records(self.records),
-            earlier_runs=[*self.earlier_runs, workflow.info().run_id][-EARLIER_RUNS_KEPT:],
+            records=compact_records(self.records, self.limits),
+            earlier_runs=carried_run_ids(self.earlier_runs, workflow.info().run_id, self.limits),
             browser=self.browser,
             mcp_tools=self.mcp_tools,
             mcp_stale=self._mcp_stale,
         )
         workflow.continue_as_new(
-            continued_input(run, carried, self.workspace),
+            continued_input(run, carried, self.workspace, self.limits),
             # With worker versioning, a pinned run moves to the current version
             # here: the new execution starts from the carried state, with no
             # history for the new code to replay (README, "Deploying new code").
@@ -293,19 +299,6 @@ class AgentWorkflow:
         """True once a cancellation was requested, for runs of this version;
         remembered by the SDK even when the call in flight then completed."""
         return workflow.cancellation_reason() is not None and workflow.patched(CANCEL_PATCH)
-
-    def _resolve_profile(self, run: AgentRunInput) -> AgentProfile:
-        profile = run.profile or get_profile(run.agent)
-        updates: dict = {}
-        if run.max_steps is not None:
-            updates["max_steps"] = run.max_steps
-        if run.tool_choice is not None:
-            updates["tool_choice"] = run.tool_choice
-        if run.llm is not None:
-            updates["llm"] = run.llm
-        if run.mcp_servers is not None:
-            updates["mcp_servers"] = run.mcp_servers
-        return profile.model_copy(update=updates) if updates else profile
 
     def _finish(self, state: AgentState, reason: StopReason, note: str | None) -> AgentRunResult:
         self.state = state

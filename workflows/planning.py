@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
         plan_from_reply,
         revised_steps,
     )
-    from agent_model.profiles import UnknownAgent, get_profile
+    from agent_model.profiles import UnknownAgent
     from agent_model.prompting import fill
     from agent_model.run import AgentRunInput, AgentRunResult
     from agent_model.state import AgentState
@@ -76,8 +76,7 @@ class PlanningFlowWorkflow:
     @workflow.run
     async def run(self, flow: PlanningFlowInput) -> PlanningFlowResult:
         try:
-            for agent in flow.agents:
-                get_profile(agent)
+            flow.check_agents()
         except UnknownAgent as e:
             return self._result(FlowOutcome.ERROR, str(e))
         try:
@@ -149,6 +148,8 @@ class PlanningFlowWorkflow:
                 AgentRunInput(
                     task=task,
                     agent=step.executor,
+                    profile=self.input.child_profile(step.executor),
+                    continuation=self.input.continuation,
                     workspace=self.workspace,
                     max_steps=self.input.max_steps_per_agent,
                     steps_per_run=self.input.steps_per_run,
@@ -191,7 +192,7 @@ class PlanningFlowWorkflow:
     async def _create_plan(self) -> None:
         system = prompts.PLAN_SYSTEM_PROMPT
         if len(self.input.agents) > 1:
-            agents = "\n".join(f"- {a}: {get_profile(a).description}" for a in self.input.agents)
+            agents = "\n".join(f"- {a}: {self.input.profile_of(a).description}" for a in self.input.agents)
             system += fill(prompts.PLAN_AGENTS_SECTION, agents=agents, example_agent=self.input.agents[0])
         try:
             response = await self._think(
