@@ -97,7 +97,7 @@ def replayer() -> Replayer:
     )
 
 
-async def _pending_question(handle: WorkflowHandle, timeout: float) -> HumanQuestion:
+async def pending_question(handle: WorkflowHandle, timeout: float) -> HumanQuestion:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -145,7 +145,7 @@ async def record_agent_run(
             task_queue=settings.task_queue,
             result_type=AgentRunResult,
         )
-        question = await _pending_question(handle, timeout)
+        question = await pending_question(handle, timeout)
         assert question.text == QUESTION, question
         await handle.execute_update(AgentWorkflow.answer, HumanAnswer(question_id=question.id, text=HUMAN_ANSWER))
         result = await asyncio.wait_for(handle.result(), timeout)

@@ -1,0 +1,43 @@
+"""A run carries everything that decides its commands: the starter resolves
+the agent profile and the continue-as-new thresholds into the run's input,
+and continue-as-new keeps them (tests/test_deploy_open_runs.py deploys new
+code under open runs)."""
+
+from __future__ import annotations
+
+from agent_model import continuation
+from agent_model.continuation import HISTORY_EVENTS_PER_RUN, RECORDS_LIMIT, continued_input, current_limits
+from agent_model.memory import Memory
+from agent_model.profiles import DATA_ANALYSIS, MANUS
+from agent_model.run import CarriedState
+from agent_model.think_context import ContextSync
+from runtime.run_start import agent_run_input, planning_flow_input
+
+
+# ---- the starter's inputs, without a server ---------------------------------------------
+
+
+def test_the_starters_run_input_holds_the_resolved_profile_and_thresholds():
+    run = agent_run_input("t", agent="manus", max_steps=5, llm="fast", mcp_servers=("docs",))
+    assert run.profile == MANUS.model_copy(update={"max_steps": 5, "llm": "fast", "mcp_servers": ["docs"]})
+    assert run.profile.tools == MANUS.tools and run.profile.system_prompt == MANUS.system_prompt
+    assert run.continuation == current_limits()
+    assert (run.continuation.history_events, run.continuation.records_bytes) == (HISTORY_EVENTS_PER_RUN, RECORDS_LIMIT)
+    # Through the payload converter's JSON, as the workflow receives it.
+    assert type(run).model_validate_json(run.model_dump_json()) == run
+
+
+def test_the_starters_flow_input_holds_every_agents_profile_and_the_thresholds():
+    flow = planning_flow_input("t", agents=("manus", "data_analysis"), timeout=600, max_steps=4)
+    assert flow.profiles == {"manus": MANUS, "data_analysis": DATA_ANALYSIS}
+    assert flow.continuation == current_limits()
+    assert flow.child_profile("data_analysis") == DATA_ANALYSIS
+
+
+def test_a_continued_execution_keeps_the_runs_thresholds(monkeypatch):
+    run = agent_run_input("t", agent="manus")
+    monkeypatch.setattr(continuation, "HISTORY_EVENTS_PER_RUN", 1)  # a later worker's code
+    carried = CarriedState(profile=run.profile, directory="/w", step=1, memory=Memory(), context=ContextSync(key="k"))
+    continued = continued_input(run, carried, "w", run.continuation)
+    assert continued.continuation.history_events == HISTORY_EVENTS_PER_RUN
+    assert continued.carried.profile == MANUS
