@@ -25,6 +25,14 @@ and writes the run's event history as JSON. Scenarios:
         (testkit/fake_site.py; needs Chromium): go_to_url, extract_content
         (its own think), terminate; its actions after the first go to the
         worker's own task queue, and the browser is closed at the end
+    profile-AGENT (agent_run_profile_AGENT.json), for manus, swe,
+        data_analysis, planning and toolcall: a run started as the starter
+        starts it, its resolved profile and thresholds in its input; one call
+        of one of the profile's tools, then terminate
+    flow-replanned (flow_replanned.json): a PlanningFlow started as the
+        starter starts it (profiles in its input): plan of two steps, the
+        second blocks, a replan adds a third, which completes; the summary
+        (the flow ends BLOCKED, since step 2 stays blocked)
 
 The scenarios other than `answered` are written the same way by the code of
 any version, so running this script from an older checkout records what that
@@ -323,6 +331,67 @@ async def record_mcp_run(
     return await handle.fetch_history()
 
 
+PROFILE_CALLS = {
+    "manus": call("python_execute", {"code": "print(6*7)"}),
+    "swe": call("bash", {"command": "echo 42"}),
+    "data_analysis": call("python_execute", {"code": "print(6*7)"}),
+    "planning": call("planning", {"command": "create", "plan_id": "p", "title": "Answer", "steps": ["Compute", "Say it"]}),
+    "toolcall": call("create_chat_completion", {"response": "42"}),
+}
+"""Per built-in profile, the one tool call its recorded run makes before terminate."""
+
+
+def profile_scenario(agent: str) -> str:
+    return f"profile-{agent}"
+
+
+async def record_profile_run(
+    client: Client, fake: FakeOpenAI, scratch: Path, workflow_id: str, agent: str, timeout: float = 60
+) -> WorkflowHistory:
+    from runtime.run_start import agent_run_input
+
+    fake.turns = [
+        Reply(tool_calls=[PROFILE_CALLS[agent]]),
+        Reply(tool_calls=[call("terminate", {"status": "success", "answer": FINAL_ANSWER})]),
+    ]
+    run = agent_run_input(TASK, agent=agent)
+    result, handle = await run_to_end(client, unconfined_settings(fake, scratch), run, workflow_id, timeout)
+    assert result.final_answer == FINAL_ANSWER and not result.steps[0].tool_calls[0].error, result
+    return await handle.fetch_history()
+
+
+async def record_replanned_flow(
+    client: Client, fake: FakeOpenAI, scratch: Path, workflow_id: str, timeout: float = 60
+) -> WorkflowHistory:
+    from agent_model.flow import FlowOutcome
+    from prompts import planning as prompts
+    from runtime.run_start import planning_flow_input
+
+    def responder(body: dict, attempt: int) -> Reply:
+        system = body["messages"][0]["content"]
+        if system.startswith(prompts.PLAN_SYSTEM_PROMPT):
+            plan = {"command": "create", "plan_id": "p", "title": "Answer", "steps": ["Compute", "Check"]}
+            return Reply(tool_calls=[call("planning", plan)])
+        if system.startswith(prompts.REPLAN_SYSTEM_PROMPT):
+            return Reply(tool_calls=[call("planning", {"command": "update", "steps": ["Compute", "Check", "Check again"]})])
+        if system == prompts.FINALIZE_SYSTEM_PROMPT:
+            return Reply(content="Summary: 42.")
+        step = next(m for m in body["messages"] if m["role"] == "user")["content"]
+        status = "failure" if "Your step (step 2)" in step else "success"
+        return Reply(tool_calls=[call("terminate", {"status": status, "answer": FINAL_ANSWER})])
+
+    fake.responder = responder
+    flow = planning_flow_input("Compute 6*7 and check it.", agents=("manus",), timeout=600)
+    settings = unconfined_settings(fake, scratch)
+    async with build_worker(client, settings, identity=IDENTITY):
+        handle = await client.start_workflow(PlanningFlowWorkflow.run, flow, id=workflow_id, task_queue=settings.task_queue)
+        result = await asyncio.wait_for(handle.result(), timeout)
+    # The blocked step stays blocked in the revised plan, so the flow ends BLOCKED.
+    assert (result.outcome, result.replans, len(result.steps)) == (FlowOutcome.BLOCKED, 1, 3), result
+    assert result.steps[2].status.value == "completed" and result.summary == "Summary: 42.", result
+    return await handle.fetch_history()
+
+
 SCENARIOS = {
     "answered": (HISTORY_PATH.name, HISTORY_WORKFLOW_ID),
     "cancelled": ("agent_run_cancelled.json", "agent-run-cancelled"),
@@ -331,6 +400,11 @@ SCENARIOS = {
     "continued": ("agent_run_continued.json", "agent-run-continued"),
     "browser": ("agent_run_browser.json", "agent-run-browser"),
     "mcp": ("agent_run_mcp.json", "agent-run-mcp"),
+    "flow-replanned": ("flow_replanned.json", "flow-replanned"),
+    **{
+        profile_scenario(agent): (f"agent_run_profile_{agent}.json", f"agent-run-profile-{agent.replace('_', '-')}")
+        for agent in PROFILE_CALLS
+    },
 }
 """Scenario: (default file name in tests/histories/, workflow id)."""
 
@@ -339,6 +413,8 @@ async def record(scenario: str, client: Client, fake: FakeOpenAI, scratch: Path)
     workflow_id = SCENARIOS[scenario][1]
     if scenario == "answered":
         return (await record_agent_run(client, fake, scratch / "workspace", workflow_id))[1]
+    if scenario.startswith("profile-"):
+        return await record_profile_run(client, fake, scratch, workflow_id, scenario.removeprefix("profile-"))
     recorder = {
         "cancelled": record_cancelled_run,
         "empty-reply": record_empty_reply_run,
@@ -346,6 +422,7 @@ async def record(scenario: str, client: Client, fake: FakeOpenAI, scratch: Path)
         "continued": record_continued_run,
         "browser": record_browser_run,
         "mcp": record_mcp_run,
+        "flow-replanned": record_replanned_flow,
     }[scenario]
     return await recorder(client, fake, scratch, workflow_id)
 

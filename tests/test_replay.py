@@ -19,6 +19,10 @@
 * tests/histories/agent_run_continued.json is the middle execution of a run
   that continued as new after every step: it begins from carried state and
   ends by continuing again.
+* agent_run_profile_<agent>.json (each built-in profile but browser and mcp,
+  which have files of their own) and flow_replanned.json were started as the
+  starter starts runs, their profiles and continue-as-new thresholds in their
+  input: they replay even on code that no longer has their agent.
 """
 
 from __future__ import annotations
@@ -36,9 +40,13 @@ from temporalio.workflow import NondeterminismError
 from runtime.worker_factory import build_worker, workflow_runner
 
 from testkit.fake_openai import Reply, call, python, terminate
+from agent_model.profiles import BUILTIN_PROFILES
 from tests.record_history import (
     HISTORY_PATH,
     HISTORY_WORKFLOW_ID,
+    PROFILE_CALLS,
+    SCENARIOS,
+    profile_scenario,
     record_agent_run,
     record_continued_chain,
     replayer,
@@ -229,3 +237,47 @@ async def test_cancelled_and_empty_reply_histories_replay(name, workflow_id, act
         assert (EMPTY_REPLY_PATCH in patches) == (not name.endswith("_before_patch.json"))
     result = await replayer().replay_workflow(as_history(data, workflow_id))
     assert result.replay_failure is None
+
+
+# ---- runs that carry their profile and thresholds (issue 20) ----------------------------
+
+PROFILE_HISTORIES = [(agent, *SCENARIOS[profile_scenario(agent)]) for agent in PROFILE_CALLS]
+
+
+def started_input(data: dict) -> dict:
+    attributes = data["events"][0]["workflowExecutionStartedEventAttributes"]
+    return json.loads(base64.b64decode(attributes["input"]["payloads"][0]["data"]))
+
+
+def deploy_code_the_runs_never_saw(monkeypatch, agent: str) -> None:
+    """A worker whose code no longer has the agent. (Changed thresholds are
+    tested live, tests/test_deploy_open_runs.py: in a replay, the continue-as-new
+    patch, asked only once they are reached, hides them.)"""
+    monkeypatch.delitem(BUILTIN_PROFILES, agent)
+
+
+@pytest.mark.parametrize("agent, name, workflow_id", PROFILE_HISTORIES, ids=[a for a, *_ in PROFILE_HISTORIES])
+async def test_a_run_of_each_builtin_profile_replays_whatever_the_code_says_now(agent, name, workflow_id, monkeypatch):
+    data = history_file(name)
+    run = started_input(data)  # as the starter started it
+    assert run["profile"]["name"] == agent and run["continuation"]["history_events"] > 1
+    assert [a["activityType"]["name"] for a in scheduled_activities(data)].count("think") == 2
+    assert event_types(data)[-1] == "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED"
+    assert (await replayer().replay_workflow(as_history(data, workflow_id))).replay_failure is None
+
+    deploy_code_the_runs_never_saw(monkeypatch, agent)
+    assert (await replayer().replay_workflow(as_history(data, workflow_id))).replay_failure is None
+
+
+async def test_a_replanned_flow_replays_whatever_the_code_says_now(monkeypatch):
+    name, workflow_id = SCENARIOS["flow-replanned"]
+    data = history_file(name)
+    assert set(started_input(data)["profiles"]) == {"manus"}
+    # Plan, three steps (the second blocked, the third added by the replan), summary.
+    assert [a["activityType"]["name"] for a in scheduled_activities(data)] == ["think"] * 3
+    assert event_types(data).count("EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED") == 3
+    assert event_types(data)[-1] == "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED"
+    assert (await replayer().replay_workflow(as_history(data, workflow_id))).replay_failure is None
+
+    deploy_code_the_runs_never_saw(monkeypatch, "manus")
+    assert (await replayer().replay_workflow(as_history(data, workflow_id))).replay_failure is None
