@@ -25,6 +25,7 @@ DEFAULT_TASK_QUEUE = "durable-manus"
 DEFAULT_WORKSPACE_ROOT = "workspace"
 """Relative to the repo directory."""
 DEFAULT_SERVER_WAIT = 60.0
+DEFAULT_PICKUP_WAIT = 3.0
 """Seconds a starter waits for a Temporal server that stopped answering."""
 OWN_SECTIONS = frozenset({"llm", "workspace", "tools", "worker", "search", "web", "browser"})
 """durable-manus's sections; OpenManus's others are in OPENMANUS_KEYS."""
@@ -238,6 +239,8 @@ class Settings(BaseModel):
     web: WebSettings = Field(default_factory=WebSettings)
     browser: BrowserSettings = Field(default_factory=BrowserSettings)
     server_wait_seconds: float = DEFAULT_SERVER_WAIT
+    pickup_wait_seconds: float = DEFAULT_PICKUP_WAIT
+    """How long a detached start waits to see a listed worker take the run."""
     """How long a starter that follows a run waits for a Temporal server that
     stopped answering before it gives up (exit 3; the run is safe)."""
     runflow_data_analysis: bool = False
@@ -447,7 +450,9 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     overrides `[worker] workflow_sandbox`; DURABLE_MANUS_DEPLOYMENT_NAME and
     DURABLE_MANUS_BUILD_ID override `[worker] deployment_name` and `build_id`;
     TEMPORAL_TASK_QUEUE sets the task queue; DURABLE_MANUS_SERVER_WAIT the
-    seconds a starter waits for a lost server. An empty variable counts as unset.
+    seconds a starter waits for a lost server; DURABLE_MANUS_PICKUP_WAIT the
+    seconds a detached start watches for a worker taking the run. An empty
+    variable counts as unset.
     """
     env = os.environ if env is None else env
     explicit = path or env.get("DURABLE_MANUS_CONFIG")
@@ -517,7 +522,8 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     search = _parse_search(source, data.get("search", {}), env)
     web = _parse_web(source, data.get("web", {}))
     browser = _parse_browser(source, data.get("browser", {}), notes)
-    server_wait = _server_wait(env)
+    server_wait = _seconds(env, "DURABLE_MANUS_SERVER_WAIT", DEFAULT_SERVER_WAIT, 1, 3600)
+    pickup_wait = _seconds(env, "DURABLE_MANUS_PICKUP_WAIT", DEFAULT_PICKUP_WAIT, 0.5, 600)
     mcp_servers = _mcp_servers(file if source != "environment" else None, mcp_server_reference, env)
 
     return Settings(
@@ -537,6 +543,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         web=web,
         browser=browser,
         server_wait_seconds=server_wait,
+        pickup_wait_seconds=pickup_wait,
         runflow_data_analysis=runflow_data_analysis,
         mcp_server_reference=mcp_server_reference,
         mcp_servers=mcp_servers,
@@ -623,16 +630,16 @@ def _mcp_servers(config_file: Path | None, reference: str | None, env: Mapping[s
     return servers
 
 
-def _server_wait(env: Mapping[str, str]) -> float:
-    text = env.get("DURABLE_MANUS_SERVER_WAIT")
+def _seconds(env: Mapping[str, str], name: str, default: float, low: float, high: float) -> float:
+    text = env.get(name)
     if not text:
-        return DEFAULT_SERVER_WAIT
+        return default
     try:
         seconds = float(text)
     except ValueError:
         seconds = float("nan")
-    if not 1 <= seconds <= 3600:
-        raise ConfigError(f"DURABLE_MANUS_SERVER_WAIT must be a number of seconds from 1 to 3600, not {text!r}")
+    if not low <= seconds <= high:
+        raise ConfigError(f"{name} must be a number of seconds from {low:g} to {high:g}, not {text!r}")
     return seconds
 
 

@@ -29,8 +29,6 @@ from workflows.planning import PlanningFlowWorkflow
 
 SUMMARY_LENGTH = 120
 """Characters of the task shown as the run's summary in the Web UI."""
-PICKUP_SECONDS = 3.0
-"""With --detach, how long to watch for a worker taking the new run."""
 
 
 def check_llm_choice(settings: Settings, llm: str | None) -> None:
@@ -173,14 +171,17 @@ async def report_worker_for_detached(client: Client, settings: Settings, handle:
     one; True when one did."""
     live = await live_workers(client, settings.task_queue)
     if live:
-        deadline = time.monotonic() + PICKUP_SECONDS
+        deadline = time.monotonic() + settings.pickup_wait_seconds
         while time.monotonic() < deadline:
             description = await handle.describe()
             if picked_up(description.raw_description):
                 print(f"a worker is running ({', '.join(live[:3])}) and has taken the run", file=out)
                 return True
             await asyncio.sleep(0.2)
-        why = f"no worker has taken the run within {PICKUP_SECONDS:.0f} s (the one the task queue lists has probably exited)"
+        why = (
+            f"no worker has taken the run within {settings.pickup_wait_seconds:g} s "
+            "(the one the task queue lists has probably exited)"
+        )
     else:
         why = f"no worker is running for task queue {settings.task_queue}"
     print(

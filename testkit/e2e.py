@@ -114,6 +114,9 @@ def child_env(
         # Tests count executions in files outside the run directory, which the
         # sandbox would hide; tests/test_sandbox.py runs with it.
         DURABLE_MANUS_TOOL_SANDBOX="none",
+        # A listed worker takes a run in well under a second, but not always
+        # within the product's 3 s on a loaded machine.
+        DURABLE_MANUS_PICKUP_WAIT="30",
     )
     if DEFAULT_CONFIG_PATH.exists():
         empty = tmp_path / "empty-config.toml"

@@ -319,14 +319,18 @@ print("exits:", sorted(c.wait() for c in children))
 
 async def test_bash_keeps_its_directory_and_background_jobs_end_with_the_call(setup):
     workspace, sandbox, _ = setup
-    first = await bash(workspace, sandbox, "mkdir -p sub; cd sub; (sleep 300 &); setsid sleep 301 & echo started")
+    # A mark of this test's own: other processes of the machine may sleep too.
+    mark = f"{os.getpid()}{time.monotonic_ns() % 10**6:06d}"
+    first = await bash(
+        workspace, sandbox, f"mkdir -p sub; cd sub; (sleep 300.{mark} &); setsid sleep 301.{mark} & echo started"
+    )
     assert first.cwd.endswith("/run-1/sub"), first
     second = await bash(workspace, sandbox, "pwd", cwd=first.cwd)
     assert second.output.strip().endswith("/run-1/sub")
     # Killed with the call's pid namespace (and cgroup); the kernel may take a
     # moment to tear a killed process down, never the 300 s it would sleep.
     deadline = time.monotonic() + 2
-    while (survivors := subprocess.run(["pgrep", "-f", "sleep 30[01]"], capture_output=True, text=True).stdout.split()):
+    while (survivors := subprocess.run(["pgrep", "-f", f"sleep 30[01][.]{mark}"], capture_output=True, text=True).stdout.split()):
         if time.monotonic() > deadline:
             break
         time.sleep(0.05)
