@@ -82,7 +82,7 @@ def cli_runtime(prefix: str = "starter: ") -> Runtime:
     root = logging.getLogger()
     if not root.handlers:
         fallback = logging.StreamHandler(sys.stderr)
-        fallback.setFormatter(_OneLine(prefix))
+        fallback.setFormatter(_OneLine(""))  # as the last resort wrote them, but one inert line
         fallback.addFilter(_gate)
         fallback.setLevel(logging.WARNING)
         root.addHandler(fallback)
