@@ -3,10 +3,12 @@ package, with SQLite file persistence, started detached so runs outlive the star
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -97,7 +99,10 @@ def start_embedded_server() -> Path:
     # written before the server starts, so a worker started next knows them.
     last = embedded_server_ports()
     ports = {name: last[name] if _is_free(last.get(name)) else _free_port() for name in ("http", "metrics")}
-    with open(os.open(directory / PORTS_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600), "w") as file:
+    path = directory / PORTS_FILE
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()  # whatever is there (a FIFO would make the write wait for a reader)
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "w") as file:
         json.dump(ports, file)
     log = open(os.open(directory / "temporal.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
     process = subprocess.Popen(
@@ -117,7 +122,14 @@ def embedded_server_ports() -> dict[str, int]:
     """The HTTP API and metrics ports the embedded server was last started
     with ({} when it never was here, or the file is not one this module wrote)."""
     try:
-        with open(data_dir() / PORTS_FILE, "rb") as file:
+        # Non-blocking and no link followed: a FIFO or a link there is not ours.
+        descriptor = os.open(data_dir() / PORTS_FILE, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return {}
+    try:
+        with open(descriptor, "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                return {}
             ports = json.loads(file.read(4096))
     except (OSError, ValueError):
         return {}

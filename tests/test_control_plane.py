@@ -160,6 +160,16 @@ def test_a_ports_file_that_is_not_the_servers_names_no_port(tmp_path, monkeypatc
         assert embedded_server_ports() == {}
 
 
+def test_a_ports_file_that_is_a_fifo_or_a_link_is_read_at_once_as_none(tmp_path, monkeypatch):
+    monkeypatch.setenv("DURABLE_MANUS_DATA_DIR", str(tmp_path))
+    os.mkfifo(tmp_path / PORTS_FILE)
+    assert embedded_server_ports() == {}  # returns: no wait for a writer
+    (tmp_path / PORTS_FILE).unlink()
+    (tmp_path / "elsewhere.json").write_text('{"http": 40001}')
+    (tmp_path / PORTS_FILE).symlink_to(tmp_path / "elsewhere.json")
+    assert embedded_server_ports() == {}
+
+
 def test_the_embedded_server_is_started_on_the_ports_it_wrote_down(tmp_path):
     command = start_dev_server_command(tmp_path / "t.db", http_port=40001, metrics_port=40002)
     assert command[command.index("--http-port") + 1] == "40001"
