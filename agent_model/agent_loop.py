@@ -3,13 +3,12 @@ run, what memory gets after a step, when a stuck hint is due.
 
 workflows/agent.py drives them with Temporal activities; bench/inproc.py drives
 the same functions with the activities called directly; tests call them with
-neither. Behaviour changes that must not touch runs already in flight are
-asked of `patched` (workflow.patched in the workflow, always True elsewhere).
+neither. A change here changes what AgentWorkflow does: guard it as
+docs/deploying.md says.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -25,20 +24,6 @@ from agent_model.stuck import is_stuck, reply_signature
 from agent_model.tool_io import observation_message
 from prompts import agent_notes
 from prompts import browser as browser_words
-
-EMPTY_REPLY_PATCH = "empty-reply-is-not-an-answer"
-"""workflow.patched() id: an empty reply gets a reminder, a second one in a row
-ends the run in ERROR. Before, it ended the run as a success (answer '')."""
-TOOL_CALL_CAP_PATCH = "tool-calls-per-reply-capped"
-"""workflow.patched() id: a reply's tool calls beyond MAX_TOOL_CALLS_PER_REPLY
-are dropped. Before, every call was run and answered."""
-
-Patched = Callable[[str], bool]
-
-
-def always(_: str) -> bool:
-    return True
-
 
 class ReplyKind(Enum):
     CONTENT_FILTERED = "content filtered: the run ends (asking again gets the same verdict)"
@@ -62,14 +47,14 @@ class Reply:
         return self.asked - len(self.message.tool_calls or [])
 
 
-def read_reply(response: ThinkResponse, profile: AgentProfile, patched: Patched = always) -> Reply:
+def read_reply(response: ThinkResponse, profile: AgentProfile) -> Reply:
     reply = response.message
     if response.finish_reason == "content_filter" and not reply.tool_calls:
         return Reply(ReplyKind.CONTENT_FILTERED, reply)
-    if is_empty_reply(reply) and patched(EMPTY_REPLY_PATCH):
+    if is_empty_reply(reply):
         return Reply(ReplyKind.EMPTY, reply)
     asked = len(reply.tool_calls or [])
-    if asked > MAX_TOOL_CALLS_PER_REPLY and patched(TOOL_CALL_CAP_PATCH):
+    if asked > MAX_TOOL_CALLS_PER_REPLY:
         reply = reply.model_copy(update={"tool_calls": reply.tool_calls[:MAX_TOOL_CALLS_PER_REPLY]})
     if asked:
         return Reply(ReplyKind.ACT, reply, asked)

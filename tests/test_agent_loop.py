@@ -36,7 +36,6 @@ def test_what_a_reply_means():
     assert read_reply(response("the answer"), PROFILE).kind == ReplyKind.ANSWER  # finish_on_answer by default
     assert read_reply(response("hm"), PROFILE.model_copy(update={"finish_on_answer": False})).kind == ReplyKind.GO_ON
     assert read_reply(response(None), PROFILE).kind == ReplyKind.EMPTY
-    assert read_reply(response(None), PROFILE, patched=lambda _: False).kind == ReplyKind.ANSWER  # older runs
     assert read_reply(response(None, finish_reason="content_filter"), PROFILE).kind == ReplyKind.CONTENT_FILTERED
     acting = read_reply(response("go", [tool_call(1)]), PROFILE)
     assert acting.kind == ReplyKind.ACT and acting.dropped == 0
@@ -46,8 +45,6 @@ def test_a_reply_keeps_at_most_its_share_of_tool_calls():
     many = read_reply(response(None, [tool_call(n) for n in range(100)]), PROFILE)
     assert len(many.message.tool_calls) == MAX_TOOL_CALLS_PER_REPLY and many.dropped == 100 - MAX_TOOL_CALLS_PER_REPLY
     assert "asked for 100 tool calls" in agent_loop.dropped_calls_reminder(many).content
-    older = read_reply(response(None, [tool_call(n) for n in range(100)]), PROFILE, patched=lambda _: False)
-    assert older.dropped == 0
 
 
 def test_which_calls_run_and_what_memory_keeps_of_them():

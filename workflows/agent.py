@@ -94,20 +94,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows import search_attributes
 
 
-CANCEL_PATCH = "cancel-ends-run-canceled"
-"""workflow.patched() id: a requested cancellation stops the run (nothing new
-starts, even if the call in flight completes) and it ends CANCELED. Runs that
-were cancelled before this version ended COMPLETED with state CANCELLED, and
-went on with their next step when the call in flight completed anyway."""
-CONTINUE_AS_NEW_PATCH = "continue-as-new-between-steps"
-"""workflow.patched() id: a long run goes on in a new execution between two
-steps. Runs of earlier versions never did, and must not when replayed."""
-ANSWER_RACE_PATCH = "answer-beats-simultaneous-timeout"
-"""workflow.patched() id: an answer accepted in the activation in which the
-question timed out is the model's observation. Before, the model was told of
-the timeout although the answer had been confirmed to its sender."""
-
-
 def root_message(error: BaseException) -> str:
     while error.__cause__ is not None:
         error = error.__cause__
@@ -263,7 +249,7 @@ class AgentWorkflow:
             steps_this_run=self.step - self.steps_before,
             steps_per_run=run.steps_per_run,
             limits=self.limits,
-        ) and workflow.patched(CONTINUE_AS_NEW_PATCH)
+        )
 
     async def _continue_as_new(self, run: AgentRunInput) -> None:
         """Go on in a new execution with this one's state (raises ContinueAsNewError)."""
@@ -296,9 +282,10 @@ class AgentWorkflow:
         )
 
     def _cancel_ends_run(self) -> bool:
-        """True once a cancellation was requested, for runs of this version;
-        remembered by the SDK even when the call in flight then completed."""
-        return workflow.cancellation_reason() is not None and workflow.patched(CANCEL_PATCH)
+        """True once a cancellation was requested: nothing new starts, even if
+        the call in flight completes, and the run ends CANCELED. Remembered by
+        the SDK even when the call in flight then completed."""
+        return workflow.cancellation_reason() is not None
 
     def _finish(self, state: AgentState, reason: StopReason, note: str | None) -> AgentRunResult:
         self.state = state
@@ -335,7 +322,7 @@ class AgentWorkflow:
             self.memory.add(prompt)
 
         response = await self._think()
-        reply = read_reply(response, profile, workflow.patched)
+        reply = read_reply(response, profile)
         record = StepRecord(step=self.step, thought=response.message.content, usage=response.usage)
         if reply.kind == ReplyKind.CONTENT_FILTERED:
             self.records.append(record)
@@ -631,7 +618,7 @@ class AgentWorkflow:
             # An answer accepted in this same activation was confirmed to its
             # sender already, so it is the outcome; any later one is refused.
             answer = self.desk.close(fill(agent_notes.HUMAN_TIMEOUT_REASON, seconds=seconds))
-            if answer is None or not workflow.patched(ANSWER_RACE_PATCH):
+            if answer is None:
                 return fill(agent_notes.HUMAN_TIMEOUT_OBSERVATION, seconds=seconds)
         except asyncio.CancelledError:
             answer = self.desk.close(agent_notes.CANCELLED_NOTE)
@@ -678,15 +665,7 @@ class AgentWorkflow:
         if note:
             lines.append(f"**note** {note}")
         workflow.set_current_details(clip("  \n".join(lines), DETAILS_LIMIT))
-        search_attributes.upsert(self.state.value, self.step, self._agent_step_interval())
-
-    @staticmethod
-    def _agent_step_interval() -> int:
-        # Runs started by a version that published AgentStep every step must keep
-        # doing so when replayed, or their upsert events no longer match.
-        if workflow.patched(search_attributes.AGENT_STEP_INTERVAL_PATCH):
-            return search_attributes.AGENT_STEP_INTERVAL
-        return 1
+        search_attributes.upsert(self.state.value, self.step, search_attributes.AGENT_STEP_INTERVAL)
 
     # ---- queries and updates -------------------------------------------------------
 

@@ -41,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from agent_model.usage import TokenUsage
     from prompts import planning as prompts
     from workflows import search_attributes
-    from workflows.agent import CANCEL_PATCH, AgentWorkflow, is_cancellation, root_message
+    from workflows.agent import AgentWorkflow, is_cancellation, root_message
 
 NOTE_LIMIT = 500
 """Characters of a child's answer kept in its step's notes."""
@@ -90,18 +90,19 @@ class PlanningFlowWorkflow:
             await self._finalize()
         except asyncio.CancelledError:
             if not self._cancel_ends_flow():
-                raise  # before CANCEL_PATCH: CANCELED, the plan's state left unpublished
+                raise
             return self._cancelled()
         return self._result(outcome, note)
 
     def _cancel_ends_flow(self) -> bool:
-        """True once the flow was asked to cancel, for flows of this version:
-        no child or think starts after that, and the flow ends CANCELED."""
-        return workflow.cancellation_reason() is not None and workflow.patched(CANCEL_PATCH)
+        """True once the flow was asked to cancel: no child or think starts
+        after that, and the flow ends CANCELED."""
+        return workflow.cancellation_reason() is not None
 
     def _cancelled(self) -> PlanningFlowResult:
-        """Publish the plan as cancelled; end CANCELED (flows of this version) or
-        with a CANCELLED result (flows started before)."""
+        """Publish the plan as cancelled; end CANCELED when the flow was asked
+        to cancel, else (only its own activity was cancelled) with a CANCELLED
+        result."""
         result = self._result(FlowOutcome.CANCELLED, "the flow was cancelled")
         if self._cancel_ends_flow():
             raise CancelledError("the flow was cancelled")
@@ -162,9 +163,8 @@ class PlanningFlowWorkflow:
         except ChildWorkflowError as e:
             if not is_cancellation(e):
                 step.status, step.notes = StepStatus.BLOCKED, clip(f"the step's run failed: {root_message(e)}", NOTE_LIMIT)
-            elif workflow.cancellation_reason() is None and workflow.patched(CANCEL_PATCH):
-                # Only the step's run was cancelled (it ends CANCELED now, no longer
-                # with a result): blocked, as before, not the whole flow.
+            elif workflow.cancellation_reason() is None:
+                # Only the step's run was cancelled: that step is blocked, not the whole flow.
                 step.status, step.notes = StepStatus.BLOCKED, "cancelled: the step's run was cancelled"
             else:
                 raise asyncio.CancelledError() from None

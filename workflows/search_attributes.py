@@ -26,8 +26,6 @@ same, and exactly whenever the state changes (so a finished run shows its last
 step). Each upsert is a command plus a visibility write, ~2.5 ms of server CPU
 (BENCHMARKS.md); the current step is always in the run's details and its
 `status` query."""
-AGENT_STEP_INTERVAL_PATCH = "agent-step-interval"
-"""workflow.patched() id: runs started before the interval published every step."""
 
 
 def initial(agent: str, state: str = "RUNNING") -> TypedSearchAttributes:
