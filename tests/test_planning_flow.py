@@ -15,7 +15,10 @@ from agent_model.flow import FlowOutcome, PlanningFlowInput, PlanningFlowResult
 from agent_model.plan import DEFAULT_STEPS, StepStatus
 from agent_model.state import AgentState
 from prompts import planning as prompts
+from runtime.worker_factory import build_worker
 from testkit.fake_openai import Reply, call, python, terminate, turn_of
+from testkit.settings import make_settings
+from workflows import search_attributes
 from workflows.agent import AgentWorkflow
 from workflows.planning import PlanningFlowWorkflow
 
@@ -177,3 +180,28 @@ async def test_cancelling_the_flow_cancels_the_child(time_skipping_env, worker, 
         assert isinstance(failure.value.cause, CancelledError)
     assert (await child.query(AgentWorkflow.status)).state == AgentState.CANCELLED
     assert (await handle.query(PlanningFlowWorkflow.plan_query)).steps[0].status == StepStatus.BLOCKED
+
+
+async def test_a_flow_started_with_search_attributes_gives_them_to_its_children(dev_env, fake_llm, tmp_path):
+    """On the dev server, which has the attributes registered: each step's run
+    is filterable by its own agent and publishes its own final state."""
+    settings = make_settings(fake_llm.base_url, tmp_path / "workspace")
+    fake_llm.responder = FlowScript(
+        plan_reply("[manus] Collect the data", "[DATA_ANALYSIS] Chart it"),
+        {n: [terminate(f"step {n} done")] for n in (1, 2)},
+    )
+    async with build_worker(dev_env.client, settings):
+        handle = await dev_env.client.start_workflow(
+            PlanningFlowWorkflow.run,
+            PlanningFlowInput(task="Analyse sales and chart them", agents=["manus", "data_analysis"]),
+            id=f"flow-{uuid.uuid4().hex[:8]}",
+            task_queue=settings.task_queue,
+            search_attributes=search_attributes.initial(search_attributes.FLOW_AGENT_NAME),
+        )
+        result = await handle.result()
+    assert result.outcome == FlowOutcome.COMPLETED
+    for outcome in result.steps:
+        attributes = (await dev_env.client.get_workflow_handle(outcome.run_id).describe()).typed_search_attributes
+        assert attributes.get(search_attributes.AGENT_NAME) == outcome.executor
+        assert attributes.get(search_attributes.AGENT_STATE) == AgentState.FINISHED.value
+    assert [o.executor for o in result.steps] == ["manus", "data_analysis"]

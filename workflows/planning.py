@@ -159,6 +159,7 @@ class PlanningFlowWorkflow:
                 id=step.run_id,
                 execution_timeout=max(self._time_left(), timedelta(seconds=1)),
                 static_summary=f"step {index + 1} · {step.executor}: {step.text}"[:200],
+                search_attributes=search_attributes.for_child(step.executor),
             )
         except ChildWorkflowError as e:
             if not is_cancellation(e):

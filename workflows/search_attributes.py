@@ -35,6 +35,14 @@ def initial(agent: str, state: str = "RUNNING") -> TypedSearchAttributes:
     )
 
 
+def for_child(agent: str) -> TypedSearchAttributes | None:
+    """Inside a workflow: a child run's attributes, if this run has them (a
+    cluster without them registered would refuse the child's start)."""
+    if AGENT_STATE not in workflow.info().typed_search_attributes:
+        return None
+    return initial(agent)
+
+
 def upsert(state: str, step: int, step_interval: int = 1) -> None:
     """Inside a workflow: publish state and step, if the run was started with
     them. The step alone is published once it moved `step_interval` or more."""
