@@ -3,8 +3,9 @@
     python tests/record_history.py [--scenario NAME] [--out PATH]
 
 Runs one scenario on a throw-away local dev server (the `temporal` CLI of
-this venv; nothing is downloaded) with an in-process worker and the fake LLM,
-and writes the run's event history as JSON. Scenarios:
+this venv; nothing is downloaded; the workflows' search attributes
+registered) with an in-process worker and the fake LLM, and writes the run's
+event history as JSON. Scenarios:
 
     answered (default, agent_run.json): a manus run
         turn 0  python_execute  print(6*7)
@@ -27,18 +28,21 @@ and writes the run's event history as JSON. Scenarios:
         worker's own task queue, and the browser is closed at the end
     profile-AGENT (agent_run_profile_AGENT.json), for manus, swe,
         data_analysis, planning and toolcall: a run started as the starter
-        starts it, its resolved profile and thresholds in its input; one call
-        of one of the profile's tools, then terminate
+        starts it, its resolved profile and thresholds in its input and its
+        search attributes set; one call of one of the profile's tools, then
+        terminate
     flow-replanned (flow_replanned.json): a PlanningFlow started as the
-        starter starts it (profiles in its input): plan of two steps, the
-        second blocks, a replan adds a third, which completes; the summary
-        (the flow ends BLOCKED, since step 2 stays blocked)
+        starter starts it (profiles in its input, search attributes set, which
+        its step runs get too): plan of two steps, the second blocks, a replan
+        adds a third, which completes; the summary (the flow ends BLOCKED,
+        since step 2 stays blocked)
 
-The scenarios other than `answered` are written the same way by the code of
-any version, so running this script from an older checkout records what that
-version did (the *_before_patch.json files, see tests/test_replay.py).
-Re-record agent_run.json whenever a change to AgentWorkflow is *meant* to be
-incompatible with runs already in flight (and say so in the change);
+Every file in tests/histories/ was recorded by the v1 baseline (no patch
+markers). A scenario is written the same way by the code of any version, so
+running this script from an older checkout records what that version did:
+that is how the history of a patch's old branch is made (docs/deploying.md,
+tests/histories/PATCHES.toml). Re-record a file only when a change is *meant*
+to be incompatible with runs in flight (and say so in the change);
 tests/test_replay.py fails until then.
 
 tests/test_replay.py imports record_agent_run() to record the `answered`
@@ -55,6 +59,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 if str(REPO_DIR) not in sys.path:  # run as a script: tests/ is sys.path[0]
@@ -72,6 +77,7 @@ from agent_model.state import AgentState, StopReason  # noqa: E402
 from config.settings import LLMSettings, Settings  # noqa: E402
 from runtime.worker_factory import WORKFLOWS, build_worker, sandboxed_runner  # noqa: E402
 from testkit.fake_openai import FakeOpenAI, Reply, call, turn_of  # noqa: E402
+from workflows import search_attributes  # noqa: E402
 from workflows.agent import AgentWorkflow  # noqa: E402
 from workflows.planning import PlanningFlowWorkflow  # noqa: E402
 
@@ -213,12 +219,13 @@ async def record_empty_reply_run(
 
 
 async def run_to_end(
-    client: Client, settings: Settings, run: AgentRunInput, workflow_id: str, timeout: float
+    client: Client, settings: Settings, run: AgentRunInput, workflow_id: str, timeout: float, **start: Any
 ) -> tuple[AgentRunResult, WorkflowHandle]:
-    """The run's result with an in-process worker, and its handle."""
+    """The run's result with an in-process worker, and its handle; `start`
+    goes to start_workflow."""
     async with build_worker(client, settings, identity=IDENTITY):
         handle = await client.start_workflow(
-            AgentWorkflow.run, run, id=workflow_id, task_queue=settings.task_queue, result_type=AgentRunResult
+            AgentWorkflow.run, run, id=workflow_id, task_queue=settings.task_queue, result_type=AgentRunResult, **start
         )
         return await asyncio.wait_for(handle.result(), timeout), handle
 
@@ -355,7 +362,10 @@ async def record_profile_run(
         Reply(tool_calls=[call("terminate", {"status": "success", "answer": FINAL_ANSWER})]),
     ]
     run = agent_run_input(TASK, agent=agent)
-    result, handle = await run_to_end(client, unconfined_settings(fake, scratch), run, workflow_id, timeout)
+    result, handle = await run_to_end(
+        client, unconfined_settings(fake, scratch), run, workflow_id, timeout,
+        search_attributes=search_attributes.initial(agent),
+    )
     assert result.final_answer == FINAL_ANSWER and not result.steps[0].tool_calls[0].error, result
     return await handle.fetch_history()
 
@@ -384,7 +394,10 @@ async def record_replanned_flow(
     flow = planning_flow_input("Compute 6*7 and check it.", agents=("manus",), timeout=600)
     settings = unconfined_settings(fake, scratch)
     async with build_worker(client, settings, identity=IDENTITY):
-        handle = await client.start_workflow(PlanningFlowWorkflow.run, flow, id=workflow_id, task_queue=settings.task_queue)
+        handle = await client.start_workflow(
+            PlanningFlowWorkflow.run, flow, id=workflow_id, task_queue=settings.task_queue,
+            search_attributes=search_attributes.initial(search_attributes.FLOW_AGENT_NAME),
+        )
         result = await asyncio.wait_for(handle.result(), timeout)
     # The blocked step stays blocked in the revised plan, so the flow ends BLOCKED.
     assert (result.outcome, result.replans, len(result.steps)) == (FlowOutcome.BLOCKED, 1, 3), result
@@ -407,6 +420,21 @@ SCENARIOS = {
     },
 }
 """Scenario: (default file name in tests/histories/, workflow id)."""
+
+
+def workflow_id_of(path: Path) -> str:
+    """The workflow id a committed file was recorded with (a flow's replay
+    needs it: its children's ids derive from it). A file written with --out is
+    named after its scenario's file: agent_run_cancelled_old.json is a
+    `cancelled` run."""
+    owner = max(
+        (entry for entry in SCENARIOS.values() if path.stem.startswith(Path(entry[0]).stem)),
+        key=lambda entry: len(entry[0]),
+        default=None,
+    )
+    if owner is None:
+        raise ValueError(f"{path.name} is not named after a scenario's file ({', '.join(sorted(SCENARIOS))})")
+    return owner[1]
 
 
 async def record(scenario: str, client: Client, fake: FakeOpenAI, scratch: Path) -> WorkflowHistory:
@@ -441,6 +469,7 @@ async def main_async(out: Path, scenario: str = "answered") -> None:
             data_converter=pydantic_data_converter,
             dev_server_existing_path=str(temporal),
             ip="127.0.0.1",
+            search_attributes=search_attributes.ALL,
         )
         try:
             client = await Client.connect(

@@ -1,28 +1,25 @@
-"""Replay tests: AgentWorkflow must stay deterministic for runs already in flight.
+"""Replay tests: both workflow types must stay deterministic for runs in flight.
 
-* The committed history tests/histories/agent_run.json (python_execute,
-  ask_human answered through the `answer` update, terminate; recorded by
-  tests/record_history.py) must replay on the current code. When this fails,
-  the change breaks runs started by the previous version: guard it with
-  workflow.patched() or, if that is accepted, re-record the file.
-* A deliberately altered copy of it must fail, proving the check has teeth.
-* A history recorded in this session, from the current code, must replay too.
-* tests/histories/agent_run_search_attributes.json, a 7-step run recorded by
-  the version before AgentStep was published every 5 steps (commit 47359a2),
-  started with search attributes as the starter starts runs: its upsert at
-  every step must still replay (workflow.patched guards the change).
-* The *_before_patch.json files, recorded by commit 91dfc04 (the version
-  before cancellation ended runs CANCELED and empty replies stopped counting
-  as answers; `python tests/record_history.py --scenario NAME` run from that
-  checkout), must replay as they ran; the files of the same scenarios
-  recorded by the current code show the new endings.
-* tests/histories/agent_run_continued.json is the middle execution of a run
-  that continued as new after every step: it begins from carried state and
-  ends by continuing again.
+Every file in tests/histories/ was recorded by tests/record_history.py from
+the v1 baseline (no patch markers; docs/deploying.md says how a later change
+is patched and which histories it then needs, and
+tests/test_patch_lifecycle.py enforces it).
+
+* Every committed history replays on the current code. When one fails, the
+  change breaks runs started by the previous version: guard it with
+  workflow.patched() as docs/deploying.md says or, if that is accepted,
+  re-record the file.
+* Each file is the scenario it claims to be (its activities and its ending).
+* A deliberately altered copy of agent_run.json must fail, proving the check
+  has teeth.
+* Histories recorded in this session, from the current code, replay too.
+* agent_run_continued.json is the middle execution of a run that continued as
+  new after every step: it begins from carried state and ends by continuing.
 * agent_run_profile_<agent>.json (each built-in profile but browser and mcp,
   which have files of their own) and flow_replanned.json were started as the
-  starter starts runs, their profiles and continue-as-new thresholds in their
-  input: they replay even on code that no longer has their agent.
+  starter starts runs, their profiles, continue-as-new thresholds and search
+  attributes in their input: they replay even on code that no longer has
+  their agent and whose thresholds changed.
 """
 
 from __future__ import annotations
@@ -50,11 +47,12 @@ from tests.record_history import (
     record_agent_run,
     record_continued_chain,
     replayer,
+    workflow_id_of,
 )
 from tests.test_agent_workflow import start
 from tests.test_planning_flow import FlowScript, plan_reply, start_flow
-from agent_model.agent_loop import EMPTY_REPLY_PATCH
-from workflows.agent import CANCEL_PATCH, CONTINUE_AS_NEW_PATCH
+from agent_model import continuation
+from workflows import search_attributes
 
 
 def committed_json() -> dict:
@@ -90,13 +88,16 @@ async def test_committed_history_replays():
     assert result.replay_failure is None
 
 
-async def test_history_of_a_run_that_published_every_step_replays():
-    data = json.loads((HISTORY_PATH.parent / "agent_run_search_attributes.json").read_text(encoding="utf-8"))
-    upserts = event_types(data).count("EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES")
-    assert upserts == 8  # one per step and the final state: the file is what it claims
-    assert event_types(data)[-1] == "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED"
-    result = await replayer().replay_workflow(as_history(data, "agent-run-search-attributes"))
-    assert result.replay_failure is None
+COMMITTED = sorted(HISTORY_PATH.parent.glob("*.json"))
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=[p.name for p in COMMITTED])
+async def test_every_committed_history_replays(path):
+    """Including any added for a patch's branches (tests/histories/PATCHES.toml)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    history = as_history(data, workflow_id_of(path))
+    result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
 
 
 def rename_first(data: dict, activity: str, to: str) -> None:
@@ -177,24 +178,11 @@ def history_file(name: str) -> dict:
     return json.loads((HISTORY_PATH.parent / name).read_text(encoding="utf-8"))
 
 
-def patch_ids(data: dict) -> list[str]:
-    ids = []
-    for e in data["events"]:
-        marker = e.get("markerRecordedEventAttributes")
-        if marker and "patch-data" in marker["details"]:
-            payload = marker["details"]["patch-data"]["payloads"][0]["data"]
-            ids.append(json.loads(base64.b64decode(payload))["id"])
-    return ids
-
-
 @pytest.mark.parametrize(
     "name, workflow_id, activities, ending",
     [
-        ("agent_run_cancelled_before_patch.json", "agent-run-cancelled", ["prepare_workspace", "think", "python_execute"], "COMPLETED"),
         ("agent_run_cancelled.json", "agent-run-cancelled", ["prepare_workspace", "think", "python_execute"], "CANCELED"),
-        ("agent_run_empty_reply_before_patch.json", "agent-run-empty-reply", ["prepare_workspace", "think"], "COMPLETED"),
         ("agent_run_empty_reply.json", "agent-run-empty-reply", ["prepare_workspace", "think", "think"], "COMPLETED"),
-        ("flow_cancelled_before_patch.json", "flow-cancelled", ["think"], "COMPLETED"),
         ("flow_cancelled.json", "flow-cancelled", ["think"], "CANCELED"),
         ("agent_run_continued.json", "agent-run-continued", ["think", "python_execute"], "CONTINUED_AS_NEW"),
         (
@@ -208,15 +196,12 @@ def patch_ids(data: dict) -> list[str]:
         ),
     ],
 )
-async def test_cancelled_and_empty_reply_histories_replay(name, workflow_id, activities, ending):
+async def test_each_scenario_history_is_what_it_claims_and_replays(name, workflow_id, activities, ending):
     data = history_file(name)
-    # Each file is the scenario it claims to be.
     assert [a["activityType"]["name"] for a in scheduled_activities(data)] == activities
     assert event_types(data)[-1] == f"EVENT_TYPE_WORKFLOW_EXECUTION_{ending}"
-    patches = patch_ids(data)
     if "cancelled" in name:
         assert "EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED" in event_types(data)
-        assert (CANCEL_PATCH in patches) == (not name.endswith("_before_patch.json"))
     elif "mcp" in name:  # the server's tools, as listed, are in the history the run replays
         listing = next(
             e["eventId"] for e in data["events"]
@@ -232,9 +217,6 @@ async def test_cancelled_and_empty_reply_histories_replay(name, workflow_id, act
         assert "/browser/" not in queues[0] and all("/browser/" in q for q in queues[1:])
     elif "continued" in name:  # begins from the state the first execution carried
         assert "continuedExecutionRunId" in data["events"][0]["workflowExecutionStartedEventAttributes"]
-        assert CONTINUE_AS_NEW_PATCH in patches
-    else:
-        assert (EMPTY_REPLY_PATCH in patches) == (not name.endswith("_before_patch.json"))
     result = await replayer().replay_workflow(as_history(data, workflow_id))
     assert result.replay_failure is None
 
@@ -244,16 +226,27 @@ async def test_cancelled_and_empty_reply_histories_replay(name, workflow_id, act
 PROFILE_HISTORIES = [(agent, *SCENARIOS[profile_scenario(agent)]) for agent in PROFILE_CALLS]
 
 
+def child_agent_names(data: dict) -> list[str]:
+    names = []
+    for e in data["events"]:
+        started = e.get("startChildWorkflowExecutionInitiatedEventAttributes")
+        if started:
+            field = started["searchAttributes"]["indexedFields"][search_attributes.AGENT_NAME.name]
+            names.append(json.loads(base64.b64decode(field["data"])))
+    return names
+
+
 def started_input(data: dict) -> dict:
     attributes = data["events"][0]["workflowExecutionStartedEventAttributes"]
     return json.loads(base64.b64decode(attributes["input"]["payloads"][0]["data"]))
 
 
 def deploy_code_the_runs_never_saw(monkeypatch, agent: str) -> None:
-    """A worker whose code no longer has the agent. (Changed thresholds are
-    tested live, tests/test_deploy_open_runs.py: in a replay, the continue-as-new
-    patch, asked only once they are reached, hides them.)"""
+    """A worker whose code no longer has the agent, and whose thresholds would
+    continue any run as new after its first event (a run's own are in its input)."""
     monkeypatch.delitem(BUILTIN_PROFILES, agent)
+    monkeypatch.setattr(continuation, "HISTORY_EVENTS_PER_RUN", 1)
+    monkeypatch.setattr(continuation, "HISTORY_BYTES_PER_RUN", 1)
 
 
 @pytest.mark.parametrize("agent, name, workflow_id", PROFILE_HISTORIES, ids=[a for a, *_ in PROFILE_HISTORIES])
@@ -276,6 +269,7 @@ async def test_a_replanned_flow_replays_whatever_the_code_says_now(monkeypatch):
     # Plan, three steps (the second blocked, the third added by the replan), summary.
     assert [a["activityType"]["name"] for a in scheduled_activities(data)] == ["think"] * 3
     assert event_types(data).count("EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED") == 3
+    assert child_agent_names(data) == ["manus"] * 3  # each step's run filterable by its agent
     assert event_types(data)[-1] == "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED"
     assert (await replayer().replay_workflow(as_history(data, workflow_id))).replay_failure is None
 
