@@ -56,7 +56,7 @@ async def release_run_from_lost_worker() -> bool:
     try:
         async with asyncio.timeout(ASK_SECONDS):
             description = await service.describe_workflow_execution(
-                DescribeWorkflowExecutionRequest(namespace=info.workflow_namespace, execution=execution),
+                DescribeWorkflowExecutionRequest(namespace=info.namespace, execution=execution),
                 timeout=rpc_timeout,
             )
             pending = next(
@@ -74,7 +74,7 @@ async def release_run_from_lost_worker() -> bool:
             parent = description.workflow_execution_info.parent_execution
             for run in [execution] + ([parent] if parent.workflow_id else []):
                 await service.reset_sticky_task_queue(
-                    ResetStickyTaskQueueRequest(namespace=info.workflow_namespace, execution=run),
+                    ResetStickyTaskQueueRequest(namespace=info.namespace, execution=run),
                     timeout=rpc_timeout,
                 )
     except Exception as e:  # noqa: BLE001 - best effort: the run then waits for the server's own fallback

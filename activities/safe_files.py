@@ -82,7 +82,8 @@ class _Openat2:
     """openat2(2) through libc's syscall(), or nothing where it is unavailable."""
 
     def __init__(self) -> None:
-        self.usable = _OPENAT2_NUMBER is not None
+        self._number = _OPENAT2_NUMBER
+        self.usable = self._number is not None
         if self.usable:
             self._syscall = ctypes.CDLL(None, use_errno=True).syscall
             self._syscall.restype = ctypes.c_long
@@ -90,11 +91,11 @@ class _Openat2:
     def __call__(self, dir_fd: int, path: str, flags: int, mode: int) -> int | None:
         """A descriptor, or None when the walk has to decide; raises OSError for
         answers that are final (ENOENT, EEXIST, EACCES, ...)."""
-        if not self.usable:
+        if not self.usable or self._number is None:
             return None
         how = _OpenHow(flags, mode, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
         fd = self._syscall(
-            ctypes.c_long(_OPENAT2_NUMBER),
+            ctypes.c_long(self._number),
             ctypes.c_int(dir_fd),
             os.fsencode(path),
             ctypes.byref(how),
@@ -167,7 +168,8 @@ def check_regular(fd: int, path: str, *, limit: int | None, writing: bool) -> os
 
 def read_all(fd: int, path: str, limit: int) -> bytes:
     """Everything from the start of the file, refusing more than `limit` bytes."""
-    chunks, total = [], 0
+    chunks: list[bytes] = []
+    total = 0
     while True:
         chunk = os.pread(fd, min(1 << 20, limit + 1 - total), total)
         if not chunk:

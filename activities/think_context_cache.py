@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
@@ -57,6 +57,14 @@ class Resolved:
     system_prompt: str | None
     messages: list[Message]
     tools: list[dict[str, Any]] | None
+
+
+_Part = TypeVar("_Part")
+
+
+def _held(digest: str | None, part: _Part | None) -> tuple[str, _Part] | None:
+    """A digest exists only for a part that was sent, so both are set or neither."""
+    return (digest, part) if digest is not None and part is not None else None
 
 
 class ThinkContextCache:
@@ -149,10 +157,11 @@ class ThinkContextCache:
         old = self._entries.pop(ref.key, None)
         if old is not None:
             self._size -= old.size
+        digests: list[str | None] = list(ref.digests) if ref.digests else [None] * len(ref.window)
         entry = _Entry(
-            messages=dict(zip(ref.window, zip(ref.digests or [None] * len(ref.window), parts.messages))),
-            system=(ref.system_digest, parts.system_prompt) if ref.system_digest else None,
-            tools=(ref.tools_digest, parts.tools) if ref.tools_digest else None,
+            messages=dict(zip(ref.window, zip(digests, parts.messages))),
+            system=_held(ref.system_digest, parts.system_prompt),
+            tools=_held(ref.tools_digest, parts.tools),
             size=sum(map(message_size, parts.messages))
             + len(parts.system_prompt or "")
             + TOOL_SCHEMA_SIZE * len(parts.tools or []),

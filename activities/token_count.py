@@ -85,10 +85,10 @@ def image_tokens(base64_image: str, detail: str = "high") -> int:
     except Exception:
         width, height = UNKNOWN_IMAGE_SIZE
     scale = min(1.0, 2048 / max(width, height))
-    width, height = width * scale, height * scale
-    scale = min(1.0, 768 / min(width, height))
-    width, height = width * scale, height * scale
-    tiles = math.ceil(width / 512) * math.ceil(height / 512)
+    fitted_width, fitted_height = width * scale, height * scale
+    scale = min(1.0, 768 / min(fitted_width, fitted_height))
+    fitted_width, fitted_height = fitted_width * scale, fitted_height * scale
+    tiles = math.ceil(fitted_width / 512) * math.ceil(fitted_height / 512)
     return IMAGE_TILE_TOKENS * tiles + IMAGE_LOW_DETAIL_TOKENS
 
 

@@ -353,9 +353,11 @@ async def _scroll(browser: LiveBrowser, action: dict[str, Any], sign: int) -> Ou
     page = browser.page
     if page is None:
         return NO_TAB
-    amount = action.get("scroll_amount")
+    amount: int | None = action.get("scroll_amount")
     if amount is None:
-        amount = await browser.on_page(page, page.evaluate("window.innerHeight"), browser.probe_seconds, "scrolling")
+        amount = int(
+            await browser.on_page(page, page.evaluate("window.innerHeight"), browser.probe_seconds, "scrolling")
+        )
     before, after = await browser.on_page(
         page, page.evaluate(SCROLL_BY, sign * amount), browser.probe_seconds, "scrolling"
     )

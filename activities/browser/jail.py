@@ -33,6 +33,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -151,7 +152,7 @@ class BrowserJail:
     """The confinement of one browser; open() before the launch, close() after."""
 
     def __init__(
-        self, sandbox: ToolSandbox, chromium: str, check: DestinationCheck, extra_args: list[str] = ()
+        self, sandbox: ToolSandbox, chromium: str, check: DestinationCheck, extra_args: Sequence[str] = ()
     ) -> None:
         if sandbox.mode not in ("bwrap", "none"):
             raise RuntimeError(f"browser sandbox unavailable: {sandbox.problem}")

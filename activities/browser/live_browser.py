@@ -30,6 +30,7 @@ from activities.browser.bounded import GRACE_SECONDS, Unresponsive, bounded, sho
 from activities.browser.destination_check import RecentRefusals
 from activities.browser.jail import BrowserJail
 from activities.browser.page_map import COLLECT, COLLECT_ARGUMENTS, PageMap
+from activities.browser.screenshots import ImageKind
 
 log = logging.getLogger(__name__)
 
@@ -236,7 +237,7 @@ class LiveBrowser:
         self._close_later(crashed)
         page = await self.new_tab()
         self.tabs.insert(index, self.tabs.pop(self.tabs.index(page)))
-        self.active = self.tabs.index(page if active is crashed else active)
+        self.active = self.tabs.index(page if active is None or active is crashed else active)
         self._unindexed.add(page)
         return page
 
@@ -312,15 +313,15 @@ class LiveBrowser:
         self._titles[page] = (page.url, title)
         return title
 
-    async def screenshot(self, kind: str) -> bytes | None:
-        """The active tab's viewport as `kind` ("png" or "jpeg"), or None."""
+    async def screenshot(self, kind: ImageKind) -> bytes | None:
+        """The active tab's viewport as `kind`, or None."""
         page = self.page
         if page is None:
             return None
-        quality = {"quality": JPEG_QUALITY} if kind == "jpeg" else {}
+        quality = JPEG_QUALITY if kind == "jpeg" else None  # png has no quality
         try:
             return await bounded(
-                page.screenshot(type=kind, timeout=self.timeout_ms, **quality), self.call_seconds, "the screenshot"
+                page.screenshot(type=kind, timeout=self.timeout_ms, quality=quality), self.call_seconds, "the screenshot"
             )
         except (Unresponsive, PlaywrightError) as e:
             log.info("browser screenshot failed: %s", short_error(e))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
+from typing import Literal
 
 from activities.safe_files import Beneath, UnsafeFile
 from activities.tools.sandbox import ToolSandbox
@@ -17,12 +18,15 @@ SCREENSHOT_DIR = "browser"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,120}")
 
 
-def image_kind(name: str) -> str | None:
+ImageKind = Literal["jpeg", "png"]
+_KINDS: dict[str, ImageKind] = {"jpg": "jpeg", "jpeg": "jpeg", "png": "png"}
+
+
+def image_kind(name: str) -> ImageKind | None:
     """"jpeg" or "png" for a plain file name with that extension, else None."""
     if not NAME.fullmatch(name) or ".." in name:
         return None
-    suffix = name.rsplit(".", 1)[-1].lower()
-    return {"jpg": "jpeg", "jpeg": "jpeg", "png": "png"}.get(suffix)
+    return _KINDS.get(name.rsplit(".", 1)[-1].lower())
 
 
 def save_screenshot(run_dir: Path, sandbox: ToolSandbox, name: str, image: bytes) -> str | None:

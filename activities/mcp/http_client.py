@@ -46,7 +46,8 @@ def bounded_client(
             raise RefusedRequest(f"refused to send an MCP request to {where}: not the server's origin", request=request)
 
     async def bounded_reply(response: httpx2.Response) -> None:
-        response.stream = _BoundedBody(response, limit, guard)
+        assert isinstance(response.stream, httpx2.AsyncByteStream)  # an AsyncClient's replies always are
+        response.stream = _BoundedBody(response.stream, response.headers, limit, guard)
 
     return httpx2.AsyncClient(
         headers=sent,
@@ -68,10 +69,9 @@ def same_origin(server: httpx2.URL, url: httpx2.URL) -> bool:
 class _BoundedBody(httpx2.AsyncByteStream):
     """A reply's body, read up to its bound: the whole body, or each event of an event stream."""
 
-    def __init__(self, response: httpx2.Response, limit: int, guard: Guard) -> None:
-        self._inner = response.stream
+    def __init__(self, inner: httpx2.AsyncByteStream, headers: httpx2.Headers, limit: int, guard: Guard) -> None:
+        self._inner = inner
         self._limit, self._guard = limit, guard
-        headers = response.headers
         self._events = headers.get("content-type", "").partition(";")[0].strip().lower() == "text/event-stream"
         encoding = headers.get("content-encoding", "").strip().lower()
         declared = headers.get("content-length", "")

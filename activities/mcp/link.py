@@ -170,8 +170,8 @@ async def _transport(settings: McpServerSettings, guard: Guard) -> AsyncIterator
             settings.url, headers=settings.headers, timeout=HTTP_TIMEOUT, limit=MAX_MESSAGE_BYTES, guard=guard
         )
         # The SDK's own bound on one event is set past ours: ours stops first and says why.
-        streams = streamable_http_client(settings.url, http_client=http, max_sse_event_size=2 * MAX_MESSAGE_BYTES)
-        async with http, streams as (read, write):
+        connection = streamable_http_client(settings.url, http_client=http, max_sse_event_size=2 * MAX_MESSAGE_BYTES)
+        async with http, connection as (read, write):
             yield read, write
 
 

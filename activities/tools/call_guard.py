@@ -37,8 +37,12 @@ import sys
 import time
 from collections.abc import Callable
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script's directory out
-import disk_use  # noqa: E402
+TYPE_CHECKING = False  # set by type checkers only, which see this file as a module of the package
+if TYPE_CHECKING:
+    from activities.tools import disk_use
+else:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script's directory out
+    import disk_use
 
 _PR_SET_PDEATHSIG = 1
 

@@ -24,6 +24,10 @@ import signal
 import socket
 import sys
 
+TYPE_CHECKING = False  # set by type checkers only: importing typing would add to every call's start-up
+if TYPE_CHECKING:
+    from typing import NoReturn
+
 CHUNK = 64 * 1024
 MAX_RELAYS = 64
 """Connections relayed at once: each takes two descriptors, and the sandbox
@@ -32,7 +36,7 @@ FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUI
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 
-def fail(message, status=125):
+def fail(message: str, status: int = 125) -> "NoReturn":
     sys.stderr.write(f"egress_forwarder: {message}\n")
     sys.stderr.flush()
     os._exit(status)

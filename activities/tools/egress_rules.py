@@ -32,7 +32,8 @@ from activities.tools.own_host import is_own_host, own_host_addresses
 
 ENTRY_FORMS = '"http://HOST:PORT" (an origin) or "NETWORK ports PORT,PORT" (e.g. "10.0.0.0/8 ports 80,443")'
 _PORTS_FORM = re.compile(r"^(\S+)\s+ports\s+(\d+(?:\s*,\s*\d+)*)$")
-LOOPBACK_NETWORKS = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
+LOOPBACK_V4 = ipaddress.IPv4Network("127.0.0.0/8")
+LOOPBACK_V6 = ipaddress.IPv6Network("::1/128")
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,9 @@ class AllowEntry:
         net = self.network
         if net is None:
             return False
-        return net.num_addresses == 1 or any(net.subnet_of(lo) for lo in LOOPBACK_NETWORKS if lo.version == net.version)
+        if isinstance(net, ipaddress.IPv4Network):
+            return net.num_addresses == 1 or net.subnet_of(LOOPBACK_V4)
+        return net.num_addresses == 1 or net.subnet_of(LOOPBACK_V6)
 
 
 def parse_allow_entry(entry: str) -> AllowEntry:
@@ -225,4 +228,4 @@ def _is_address(host: str) -> bool:
 async def system_resolver(host: str) -> list[str]:
     """The addresses the system resolver gives for `host`, in its order."""
     infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    return list(dict.fromkeys(info[4][0] for info in infos))
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))

@@ -50,7 +50,7 @@ def _ipv4_addresses() -> list[IPAddress]:
                 break
             slots *= 2  # the list may have been cut: ask again with more room
         data = buffer.tobytes()[:used]
-        found = []
+        found: list[IPAddress] = []
         for start in range(0, used - IFREQ_SIZE + 1, IFREQ_SIZE):
             # struct sockaddr_in after the name: family (2 bytes), port (2), address (4)
             family = struct.unpack_from("H", data, start + IFNAMSIZ)[0]
@@ -66,7 +66,7 @@ def _ipv6_addresses() -> list[IPAddress]:
             lines = table.read().splitlines()
     except OSError:  # no IPv6 in this kernel or namespace
         return []
-    found = []
+    found: list[IPAddress] = []
     for line in lines:
         fields = line.split()
         with contextlib.suppress(IndexError, ValueError):

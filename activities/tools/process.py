@@ -243,6 +243,7 @@ async def run_limited(
     try:
         if stdin is not None:
             stdin_pipe = transport.get_pipe_transport(0)
+            assert isinstance(stdin_pipe, asyncio.WriteTransport)  # stdin=PIPE above
             stdin_pipe.write(stdin)  # buffered by the event loop, never blocks
             stdin_pipe.write_eof()
         timed_out = not await _wait_with_heartbeats(protocol.exited, started + timeout, lease_write)

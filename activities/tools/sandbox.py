@@ -308,6 +308,8 @@ class ToolSandbox:
         if self.run_as is None:
             return wrapped + ["--chdir", str(cwd), "--"] + argv
         uid, gid = self.run_as
+        if self.setpriv is None:  # _problem() refuses such a sandbox before it builds a command
+            raise RuntimeError("tool sandbox unavailable: setpriv (util-linux) is missing")
         # bwrap is root without CAP_DAC_OVERRIDE here and cannot enter the
         # run directory (0700, the tool user's): the tool user enters it.
         return wrapped + [
@@ -391,7 +393,7 @@ def _interpreter_dirs() -> list[Path]:
     return sorted({Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
 
 
-def _visible(path: Path, mounted: list[Path], blanked: list[Path], rebound: list[Path] = ()) -> bool:
+def _visible(path: Path, mounted: Sequence[Path], blanked: Sequence[Path], rebound: Sequence[Path] = ()) -> bool:
     """Whether `path` is in the sandbox's view: inside something bound, and
     not inside something emptied since (unless bound again)."""
     if any(_under(path, kept) for kept in rebound):
@@ -399,7 +401,7 @@ def _visible(path: Path, mounted: list[Path], blanked: list[Path], rebound: list
     return any(_under(path, m) for m in mounted) and not any(_under(path, b) for b in blanked)
 
 
-def _parents(path: Path, mounted: list[Path], made: set[Path], blanked: list[Path] = ()) -> list[str]:
+def _parents(path: Path, mounted: Sequence[Path], made: set[Path], blanked: Sequence[Path] = ()) -> list[str]:
     """bwrap arguments that create the directories leading to `path` as 0755
     (bwrap would make them 0700 as root, closed to the tool user)."""
     arguments: list[str] = []
