@@ -53,9 +53,10 @@ def read_reply(response: ThinkResponse, profile: AgentProfile) -> Reply:
         return Reply(ReplyKind.CONTENT_FILTERED, reply)
     if is_empty_reply(reply):
         return Reply(ReplyKind.EMPTY, reply)
-    asked = len(reply.tool_calls or [])
+    calls = reply.tool_calls or []
+    asked = len(calls)
     if asked > MAX_TOOL_CALLS_PER_REPLY:
-        reply = reply.model_copy(update={"tool_calls": reply.tool_calls[:MAX_TOOL_CALLS_PER_REPLY]})
+        reply = reply.model_copy(update={"tool_calls": calls[:MAX_TOOL_CALLS_PER_REPLY]})
     if asked:
         return Reply(ReplyKind.ACT, reply, asked)
     if profile.tool_choice == ToolChoice.REQUIRED:

@@ -54,14 +54,19 @@ def longest_text(value: Any) -> int:
 def map_texts(value: Value, change: Callable[[str], str]) -> Value:
     """A copy of `value` (models, lists, tuples, dicts) with `change` applied
     to every string in it."""
+    return _mapped(value, change)
+
+
+def _mapped(value: Any, change: Callable[[str], str]) -> Any:
+    # Any, not Value: the copies built below are not typed by narrowing a TypeVar.
     if isinstance(value, str):
-        return change(value)  # type: ignore[return-value]
+        return change(value)
     if isinstance(value, BaseModel):
-        return value.model_copy(update={k: map_texts(v, change) for k, v in value.__dict__.items()})
+        return value.model_copy(update={k: _mapped(v, change) for k, v in value.__dict__.items()})
     if isinstance(value, dict):
-        return {map_texts(k, change): map_texts(v, change) for k, v in value.items()}  # type: ignore[return-value]
+        return {_mapped(k, change): _mapped(v, change) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(map_texts(v, change) for v in value)  # type: ignore[return-value]
+        return type(value)(_mapped(v, change) for v in value)
     return value
 
 

@@ -7,7 +7,7 @@ only when it was started with them, so a cluster without them still works.
 """
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import SearchAttributeKey, SearchAttributePair, SearchAttributeUpdate, TypedSearchAttributes
 
 AGENT_NAME = SearchAttributeKey.for_keyword("AgentName")
 """The agent profile, or "planning-flow" for a PlanningFlow."""
@@ -46,10 +46,10 @@ def for_child(agent: str) -> TypedSearchAttributes | None:
 def upsert(state: str, step: int, step_interval: int = 1) -> None:
     """Inside a workflow: publish state and step, if the run was started with
     them. The step alone is published once it moved `step_interval` or more."""
-    if AGENT_STATE not in workflow.info().typed_search_attributes:
-        return
     current = workflow.info().typed_search_attributes
-    updates = []
+    if current.get(AGENT_STATE) is None:
+        return
+    updates: list[SearchAttributeUpdate] = []
     if current.get(AGENT_STATE) != state:
         updates.append(AGENT_STATE.value_set(state))
     published_step = current.get(AGENT_STEP)
