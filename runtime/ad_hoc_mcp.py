@@ -22,12 +22,12 @@ AD_HOC_SERVER = "cli"
 
 def with_ad_hoc_server(settings: Settings, command: Run) -> tuple[Settings, tuple[str, ...] | None]:
     """The settings for the command's run, and the MCP servers the run uses."""
-    if not command.mcp_command and command.mcp_url is None:
-        return settings, command.mcp_servers
     if command.mcp_command:
         server = McpServerSettings(kind="stdio", command=command.mcp_command[0], args=command.mcp_command[1:])
-    else:
+    elif command.mcp_url is not None:
         server = McpServerSettings(kind=url_kind(command.mcp_url), url=command.mcp_url)
+    else:
+        return settings, command.mcp_servers
     private = settings.model_copy(update={
         "task_queue": f"{settings.task_queue}-mcp-{uuid.uuid4().hex[:12]}",
         "mcp_servers": {**settings.mcp_servers, AD_HOC_SERVER: server},

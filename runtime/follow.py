@@ -67,7 +67,11 @@ async def read_line(stream: TextIO) -> str:
 
     def read() -> None:
         line = stream.readline()
-        loop.call_soon_threadsafe(lambda: future.done() or future.set_result(line))
+        loop.call_soon_threadsafe(answer, line)
+
+    def answer(line: str) -> None:
+        if not future.done():
+            future.set_result(line)
 
     threading.Thread(target=read, name="read-answer", daemon=True).start()
     return await future

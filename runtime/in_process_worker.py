@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 
 from temporalio.client import Client
-from temporalio.worker import Worker
 
 from activities.tools.sandbox import SandboxUnavailable
 from config.settings import DEFAULT_TASK_QUEUE, ConfigError, Settings
@@ -15,6 +14,7 @@ from runtime.connection import is_unreachable
 from runtime.follow import ServerLost, Stall
 from runtime.task_queue import live_workers
 from runtime.worker_factory import GRACEFUL_SHUTDOWN, build_worker, check_worker_settings, harden_worker_process
+from runtime.worker_set import WorkerSet
 
 WORKER_STOP_SECONDS = GRACEFUL_SHUTDOWN.total_seconds() + 10
 """Longest wait for the in-process worker to stop: its activities' grace
@@ -40,14 +40,14 @@ class InProcessWorker:
 
     def __init__(self, client: Client, settings: Settings, stack: contextlib.AsyncExitStack) -> None:
         self.client, self.settings, self.stack = client, settings, stack
-        self.worker: Worker | None = None
+        self.worker: WorkerSet | None = None
         self.unavailable: str | None = None
         """Why this process cannot run a worker, when it cannot."""
         self.running = False
         self.live: list[str] = []
         """Workers the task queue lists that may be alive."""
 
-    def _build(self) -> Worker:
+    def _build(self) -> WorkerSet:
         self.settings.require_workspace_root()
         return build_worker(self.client, self.settings, check_worker_settings(self.settings))
 

@@ -26,7 +26,7 @@ import logging
 import socket
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Awaitable, Callable, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Awaitable, Callable, Literal
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
@@ -83,7 +83,10 @@ with run_result (wait_seconds), stop it with cancel_run. list_runs shows the
 recent runs. A worker process must be running for runs to make progress:
 start_run says whether one is."""
 
-AgentName = Literal[tuple(BUILTIN_PROFILES)]  # type: ignore[valid-type]
+if TYPE_CHECKING:
+    AgentName = str
+else:  # built at run time, so the tools' schemas list the profiles as an enum
+    AgentName = Literal[tuple(BUILTIN_PROFILES)]
 RunId = Annotated[
     str, Field(min_length=1, max_length=ID_LIMIT, description="the run id that start_run, start_flow or list_runs gave")
 ]
@@ -269,7 +272,7 @@ async def running_flow_status(client: Client, run_id: str) -> dict[str, Any]:
     try:
         plan: Plan = await run_control.query(client.get_workflow_handle(run_id), "plan", result_type=Plan)
     except RunControlError as e:
-        no_worker = {"plan": None, "step_runs": [], "pending_question": None, "note": str(e)}
+        no_worker: dict[str, Any] = {"plan": None, "step_runs": [], "pending_question": None, "note": str(e)}
         return {"kind": "flow", "state": AgentState.RUNNING.value, **no_worker}
     pending = None
     working = run_control.working_step(plan)

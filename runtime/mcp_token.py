@@ -15,6 +15,7 @@ import json
 import os
 import secrets
 import stat
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -29,9 +30,9 @@ MIN_TOKEN_CHARS = 32
 """A token file holding less than this is refused rather than trusted."""
 MAX_TOKEN_FILE_BYTES = 4096
 
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 

@@ -106,6 +106,10 @@ def is_running(run: WorkflowExecution) -> bool:
     return run.status == WorkflowExecutionStatus.RUNNING
 
 
+def status_name(run: WorkflowExecution) -> str:
+    return run.status.name if run.status else "UNKNOWN"
+
+
 async def search_attributes_registered(client: Client) -> bool:
     """True when the namespace knows every attribute the workflows publish."""
     try:
@@ -127,7 +131,7 @@ SERVER_LIMITS = {
 """Termination reasons the server writes when a run outgrows a limit, and the limit."""
 
 
-def one_line(text: str) -> str:
+def one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
@@ -208,7 +212,7 @@ async def question_target(client: Client, run_id: str, out: TextIO | None = None
     """The run (the flow's working child, for a flow) and its waiting question."""
     description = await describe(client, run_id)
     if not is_running(description):
-        raise RunControlError(f"run {run_id} has ended ({description.status.name}); nothing to answer")
+        raise RunControlError(f"run {run_id} has ended ({status_name(description)}); nothing to answer")
     if is_flow(description):
         plan: Plan = await query(client.get_workflow_handle(run_id), "plan", result_type=Plan, out=out)
         working = working_step(plan)
@@ -254,7 +258,7 @@ async def cancel(client: Client, run_id: str, out: TextIO, wait_seconds: float =
     """Cancel the run and wait up to `wait_seconds` for it to end; True when it did."""
     description = await describe(client, run_id)
     if not is_running(description):
-        raise RunControlError(f"run {run_id} has already ended ({description.status.name})")
+        raise RunControlError(f"run {run_id} has already ended ({status_name(description)})")
     handle = client.get_workflow_handle(run_id, result_type=result_type(description))
     await handle.cancel()
     print(f"cancellation of {run_id} requested; waiting up to {wait_seconds:.0f} s for the run to end", file=out, flush=True)
@@ -304,7 +308,7 @@ def closed_state(run: WorkflowExecution) -> str:
     how it ended (terminated, timed out, failed), and one spelling for cancelled."""
     if run.status == WorkflowExecutionStatus.CANCELED:
         return AgentState.CANCELLED.value
-    return run.status.name if run.status else "UNKNOWN"
+    return status_name(run)
 
 
 async def recent_runs(client: Client, limit: int = LIST_LIMIT) -> list[RunRow]:
@@ -324,13 +328,13 @@ async def recent_runs(client: Client, limit: int = LIST_LIMIT) -> list[RunRow]:
         if not is_running(run) and run.status != WorkflowExecutionStatus.COMPLETED:
             state = closed_state(run)
         step = attributes.get(search_attributes.AGENT_STEP)
-        rows.append(RunRow(run.id, kind, state or run.status.name, step, run.start_time))
+        rows.append(RunRow(run.id, kind, state or status_name(run), step, run.start_time))
     return rows
 
 
 async def list_runs(client: Client, out: TextIO, limit: int = LIST_LIMIT) -> None:
     now = datetime.now(timezone.utc)
-    rows = [("RUN ID", "AGENT/FLOW", "STATE", "STEP", "AGE")]
+    rows: list[tuple[str, ...]] = [("RUN ID", "AGENT/FLOW", "STATE", "STEP", "AGE")]
     for run in await recent_runs(client, limit):
         step = "" if run.step is None else str(run.step)
         rows.append(tuple(inert(cell) for cell in (run.run_id, run.kind, run.state, step, age(run.started, now))))

@@ -284,6 +284,7 @@ def build_worker(client: Client, settings: Settings, sandbox: ToolSandbox | None
     own_queue = f"{settings.task_queue}/browser/{uuid.uuid4().hex}"
     resources = worker_resources(settings, sandbox, own_queue)
     sessions = resources.browser_sessions
+    assert sessions is not None  # worker_resources always makes them
     shared = Worker(
         client,
         task_queue=settings.task_queue,
