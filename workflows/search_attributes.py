@@ -35,10 +35,15 @@ def initial(agent: str, state: str = "RUNNING") -> TypedSearchAttributes:
     )
 
 
+def _run_has_them() -> bool:
+    # get(), not `in`: the SDK types TypedSearchAttributes as a collection of pairs, not of keys.
+    return workflow.info().typed_search_attributes.get(AGENT_STATE) is not None
+
+
 def for_child(agent: str) -> TypedSearchAttributes | None:
     """Inside a workflow: a child run's attributes, if this run has them (a
     cluster without them registered would refuse the child's start)."""
-    if AGENT_STATE not in workflow.info().typed_search_attributes:
+    if not _run_has_them():
         return None
     return initial(agent)
 
@@ -46,9 +51,9 @@ def for_child(agent: str) -> TypedSearchAttributes | None:
 def upsert(state: str, step: int, step_interval: int = 1) -> None:
     """Inside a workflow: publish state and step, if the run was started with
     them. The step alone is published once it moved `step_interval` or more."""
-    current = workflow.info().typed_search_attributes
-    if current.get(AGENT_STATE) is None:
+    if not _run_has_them():
         return
+    current = workflow.info().typed_search_attributes
     updates: list[SearchAttributeUpdate] = []
     if current.get(AGENT_STATE) != state:
         updates.append(AGENT_STATE.value_set(state))
