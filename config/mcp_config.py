@@ -29,7 +29,8 @@ MCP_CONFIG_VARIABLE = "DURABLE_MANUS_MCP_CONFIG"
 
 SERVER_ID = re.compile(r"[A-Za-z0-9_-]+")
 """Ids become part of function names (agent_model/mcp.py)."""
-KINDS = {
+McpKind = Literal["stdio", "sse", "http"]
+KINDS: dict[str, McpKind] = {
     "stdio": "stdio",
     "sse": "sse",
     "http": "http",
@@ -43,7 +44,7 @@ KINDS = {
 class McpServerSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    kind: Literal["stdio", "sse", "http"]
+    kind: McpKind
     command: str | None = None
     args: tuple[str, ...] = ()
     env: dict[str, str] = Field(default_factory=dict, repr=False)
@@ -105,7 +106,7 @@ def _server(file: Path, server_id: str, raw: Any) -> McpServerSettings:
     return McpServerSettings(kind=kind, url=url, headers=_string_map(where, "headers", raw.get("headers") or {}))
 
 
-def _kind(where: str, raw: dict[str, Any]) -> Literal["stdio", "sse", "http"]:
+def _kind(where: str, raw: dict[str, Any]) -> McpKind:
     given = raw.get("type")
     if given is None:
         if "command" in raw:
@@ -116,7 +117,7 @@ def _kind(where: str, raw: dict[str, Any]) -> Literal["stdio", "sse", "http"]:
     kind = KINDS.get(given.lower()) if isinstance(given, str) else None
     if kind is None:
         raise ConfigError(f"{where}: type must be stdio, sse or http (streamable-http), not {given!r}")
-    return kind  # type: ignore[return-value]
+    return kind
 
 
 def _strings(where: str, field: str, value: Any) -> list[str]:
