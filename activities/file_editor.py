@@ -42,7 +42,6 @@ from temporalio import activity
 
 from agent_model.tool_arguments import bad_arguments
 from agent_model.tool_io import ToolRequest, ToolResult
-from tools.str_replace_editor import COMMANDS, CONFIG
 from activities import safe_files
 from activities.lost_worker import release_run_from_lost_worker
 from activities.safe_files import Beneath, FileTooLarge, OutsideRoot, UnsafeFile
@@ -63,9 +62,12 @@ LISTING_DEPTH = 2
 """Directory levels shown by `view` of a directory."""
 
 
-DEADLINE_SECONDS = CONFIG.start_to_close.seconds - 3
-"""How long `run` waits for its thread: long enough for any real file, short
-enough to answer before start_to_close_timeout."""
+COMMANDS = ("view", "create", "str_replace", "insert", "undo_edit")
+"""What the editor does; the tool's schema offers the same (tests/test_tool_editor.py)."""
+
+DEFAULT_DEADLINE_SECONDS = 7.0
+"""How long `run` waits for its thread unless told: long enough for any real
+file; the tool (tools/str_replace_editor.py) sets it below its start_to_close."""
 
 
 class _Refusal(Exception):
@@ -74,7 +76,7 @@ class _Refusal(Exception):
 
 class FileEditor:
     def __init__(
-        self, workspace: Workspace, max_view_chars: int = 16000, deadline_seconds: float = DEADLINE_SECONDS
+        self, workspace: Workspace, max_view_chars: int = 16000, deadline_seconds: float = DEFAULT_DEADLINE_SECONDS
     ) -> None:
         """max_view_chars: longest `view` output (default 16000 characters);
         longer output is clipped with a hint to use view_range.

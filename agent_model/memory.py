@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -10,8 +10,16 @@ from agent_model.messages import Message, Role
 from agent_model.payload import PAYLOAD_LIMIT, fit, json_size
 from agent_model.token_estimate import message_tokens
 
-if TYPE_CHECKING:
-    from agent_model.profiles import AgentProfile
+
+class WindowBudgets(Protocol):
+    """What a memory's bounds come from (an AgentProfile), named here so that
+    profiles, which take their defaults from this module, are not imported."""
+
+    @property
+    def max_memory_messages(self) -> int: ...
+
+    @property
+    def max_window_tokens(self) -> int: ...
 
 DEFAULT_MAX_MESSAGES = 100
 """Messages kept besides the original request (OpenManus keeps 100)."""
@@ -99,7 +107,7 @@ class Memory(BaseModel):
         return self
 
     @classmethod
-    def for_profile(cls, profile: AgentProfile) -> Memory:
+    def for_profile(cls, profile: WindowBudgets) -> Memory:
         """An empty memory with the profile's budgets."""
         return cls(max_messages=profile.max_memory_messages, max_tokens=profile.max_window_tokens)
 

@@ -1,5 +1,5 @@
-"""Reading an operator's config file: one line for every way it can fail, and
-no hanging on a FIFO or a device."""
+"""Where the operator's config files are, and reading one: one line for every
+way it can fail, and no hanging on a FIFO or a device."""
 
 from __future__ import annotations
 
@@ -7,6 +7,10 @@ import os
 from pathlib import Path
 
 from activities import safe_files
+
+REPO_DIR = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG_PATH = REPO_DIR / "config" / "config.toml"
+"""Read when it exists and neither --config nor DURABLE_MANUS_CONFIG names a file."""
 
 MAX_CONFIG_BYTES = 1024 * 1024
 """Far above any real config; a larger file is a mistake (a log, a dump)."""

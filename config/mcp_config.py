@@ -21,8 +21,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from config.config_file import ConfigError, read_config_text
-from config.settings import REPO_DIR
+from config.config_file import REPO_DIR, ConfigError, read_config_text
 
 MCP_FILE_NAME = "mcp.json"
 MCP_CONFIG_VARIABLE = "DURABLE_MANUS_MCP_CONFIG"

@@ -16,11 +16,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from config.config_file import ConfigError, read_config_text
-
-REPO_DIR = Path(__file__).resolve().parent.parent
-DEFAULT_CONFIG_PATH = REPO_DIR / "config" / "config.toml"
-"""Read when it exists and neither --config nor DURABLE_MANUS_CONFIG names a file."""
+from config.config_file import DEFAULT_CONFIG_PATH, REPO_DIR, ConfigError, read_config_text
 DEFAULT_TASK_QUEUE = "durable-manus"
 DEFAULT_WORKSPACE_ROOT = "workspace"
 """Relative to the repo directory."""

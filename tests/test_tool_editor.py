@@ -68,6 +68,7 @@ def test_schema_shape() -> None:
     assert parameters["properties"]["command"]["enum"] == [
         "view", "create", "str_replace", "insert", "undo_edit"
     ]
+    assert tuple(parameters["properties"]["command"]["enum"]) == str_replace_editor.COMMANDS  # what the worker does
     assert parameters["properties"]["insert_line"]["type"] == "integer"
     assert parameters["properties"]["view_range"]["items"] == {"type": "integer"}
 

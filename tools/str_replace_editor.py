@@ -84,11 +84,17 @@ CONFIG = ActivityConfig(
 )
 
 
+ANSWER_MARGIN_SECONDS = 3
+"""The editor stops waiting for a stalled filesystem this long before
+start_to_close, so that the model hears why."""
+
+
 class StrReplaceEditor:
     def __init__(self, workspace: Workspace, **options: Any) -> None:
         """options: see activities.file_editor.FileEditor."""
         from activities.file_editor import FileEditor
 
+        options.setdefault("deadline_seconds", CONFIG.start_to_close.seconds - ANSWER_MARGIN_SECONDS)
         self.editor = FileEditor(workspace, **options)
 
     @activity.defn(name=NAME)
