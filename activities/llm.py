@@ -33,12 +33,18 @@ from activities.safe_files import Beneath, UnsafeFile
 from activities.think_context_cache import Resolved, ThinkContextCache
 from activities.token_count import count_prompt_tokens
 from activities.workspace import InvalidWorkspaceName, Workspace
-from agent_model.activity_specs import (
-    MAX_THINK_RETRY_SECONDS,
-    NON_RETRYABLE_THINK_ERRORS,
+from agent_model.activity_specs import MAX_THINK_RETRY_SECONDS, NON_RETRYABLE_THINK_ERRORS, THINK_CONFIG
+from agent_model.errors import (
+    LLM_CONNECTION_ERROR,
+    LLM_EMPTY_RESPONSE_ERROR,
+    LLM_ERROR,
+    LLM_INVALID_RESPONSE_ERROR,
+    LLM_REQUEST_REJECTED_ERROR,
+    LLM_TIMEOUT_ERROR,
+    LLM_UNAVAILABLE_ERROR,
     REPLY_TOO_LARGE_ERROR,
-    THINK_CONFIG,
     TOKEN_LIMIT_ERROR,
+    UNKNOWN_LLM_PROFILE_ERROR,
 )
 from agent_model.llm_io import ThinkRequest, ThinkResponse
 from agent_model.messages import Message, Role
@@ -269,9 +275,9 @@ def as_sdk_error(error: httpx2.TransportError) -> openai.OpenAIError:
 def classify(error: Exception, model: str) -> ApplicationError:
     """The ApplicationError to raise for an SDK failure."""
     if isinstance(error, openai.APITimeoutError):
-        return ApplicationError(f"LLM call timed out ({model})", type="LLMTimeout")
+        return ApplicationError(f"LLM call timed out ({model})", type=LLM_TIMEOUT_ERROR)
     if isinstance(error, openai.APIConnectionError):
-        return ApplicationError(f"cannot reach the LLM endpoint: {error}", type="LLMConnectionError")
+        return ApplicationError(f"cannot reach the LLM endpoint: {error}", type=LLM_CONNECTION_ERROR)
     if isinstance(error, openai.APIStatusError):
         status = error.status_code
         message = f"LLM endpoint answered {status}: {error.message}"
@@ -281,14 +287,14 @@ def classify(error: Exception, model: str) -> ApplicationError:
             retryable = verdict
         if retryable:
             return ApplicationError(
-                message, type="LLMUnavailable", next_retry_delay=_retry_after(error)
+                message, type=LLM_UNAVAILABLE_ERROR, next_retry_delay=_retry_after(error)
             )
         if verdict is False:
             message += " (the endpoint says not to retry)"
         if status == 400 and "tool" in str(error.message).lower():
             message += f" (does model {model!r} support function calling?)"
-        return ApplicationError(message, type="LLMRequestRejected", non_retryable=True)
-    return ApplicationError(f"LLM call failed: {error!r}", type="LLMError")
+        return ApplicationError(message, type=LLM_REQUEST_REJECTED_ERROR, non_retryable=True)
+    return ApplicationError(f"LLM call failed: {error!r}", type=LLM_ERROR)
 
 
 def reply_too_large(detail: str) -> ApplicationError:
@@ -317,7 +323,7 @@ def completion_from(body: bytes) -> ChatCompletion:
     except ValueError:
         data = None
     if not isinstance(data, dict):
-        raise ApplicationError("the LLM answered with a body that is not a JSON object", type="LLMInvalidResponse")
+        raise ApplicationError("the LLM answered with a body that is not a JSON object", type=LLM_INVALID_RESPONSE_ERROR)
     return ChatCompletion.construct(**data)
 
 
@@ -470,7 +476,7 @@ class LLMActivities:
         await release_run_from_lost_worker()
         if request.llm not in self._profiles:
             raise ApplicationError(
-                f"the worker has no LLM profile {request.llm!r}", type="UnknownLLMProfile", non_retryable=True
+                f"the worker has no LLM profile {request.llm!r}", type=UNKNOWN_LLM_PROFILE_ERROR, non_retryable=True
             )
         parts = await self._resolve(request)
         shown: dict[int, Attachment] = {}
@@ -505,7 +511,7 @@ class LLMActivities:
 
         choices = completion.choices
         if not choices:
-            raise ApplicationError("LLM answered with no choices", type="LLMEmptyResponse")
+            raise ApplicationError("LLM answered with no choices", type=LLM_EMPTY_RESPONSE_ERROR)
         # The call is paid for: from here on a reply that cannot be read is a
         # note for the model, never a failed attempt that Temporal would retry.
         usage = usage_of(completion)

@@ -8,6 +8,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from agent_model.errors import MCP_NOT_INSTALLED_ERROR
 from agent_model.mcp import CALL_TOOL_ACTIVITY, LIST_TOOLS_ACTIVITY, McpCallRequest, McpCallResult, McpListRequest, McpToolList
 
 PROBLEM = "the Python package mcp is not installed on this worker (pip install -r requirements.txt)"
@@ -23,4 +24,4 @@ class McpMissing:
 
     @activity.defn(name=CALL_TOOL_ACTIVITY)
     async def call_tool(self, request: McpCallRequest) -> McpCallResult:
-        raise ApplicationError(f"MCP server {request.server}: {PROBLEM}", type="McpNotInstalled", non_retryable=True)
+        raise ApplicationError(f"MCP server {request.server}: {PROBLEM}", type=MCP_NOT_INSTALLED_ERROR, non_retryable=True)

@@ -18,7 +18,7 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from agent_model.llm_io import ContextRef, ThinkRequest
 from agent_model.messages import Message
-from agent_model.think_context import CONTEXT_MISSING_ERROR
+from agent_model.errors import CONTEXT_MISSING_ERROR
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 """Approximate memory held for all runs together (256 MiB). A full 100-message

@@ -29,6 +29,7 @@ from pathlib import Path
 from agent_model.activity_specs import PREPARE_WORKSPACE_CONFIG
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
+from agent_model.errors import INVALID_WORKSPACE_NAME_ERROR
 
 from activities.tools import disk_use
 
@@ -47,7 +48,7 @@ class InvalidWorkspaceName(ApplicationError):
         super().__init__(
             f"Invalid workspace name {name!r}: it must be non-empty, use only "
             "letters, digits, '.', '_' and '-', and not start with '.'.",
-            type="InvalidWorkspaceName",
+            type=INVALID_WORKSPACE_NAME_ERROR,
             non_retryable=True,
         )
 

@@ -4,19 +4,23 @@ workflow code never imports an activity's implementation."""
 
 from __future__ import annotations
 
-from agent_model.think_context import CONTEXT_MISSING_ERROR
+from agent_model.errors import (
+    CONTEXT_MISSING_ERROR,
+    LLM_REQUEST_REJECTED_ERROR,
+    REPLY_TOO_LARGE_ERROR,
+    TOKEN_LIMIT_ERROR,
+    UNKNOWN_LLM_PROFILE_ERROR,
+)
 from agent_model.tool_spec import ActivityConfig, Retries, Timeout
 
 THINK = "think"
 PREPARE_WORKSPACE = "prepare_workspace"
 
-TOKEN_LIMIT_ERROR = "TokenLimitExceeded"
-REPLY_TOO_LARGE_ERROR = "LLMReplyTooLarge"
 NON_RETRYABLE_THINK_ERRORS = (
     TOKEN_LIMIT_ERROR,
     REPLY_TOO_LARGE_ERROR,
-    "LLMRequestRejected",
-    "UnknownLLMProfile",
+    LLM_REQUEST_REJECTED_ERROR,
+    UNKNOWN_LLM_PROFILE_ERROR,
     CONTEXT_MISSING_ERROR,
 )
 MAX_THINK_RETRY_SECONDS = 60.0

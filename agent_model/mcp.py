@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from agent_model.errors import MCP_UNKNOWN_SERVER_ERROR
 from agent_model.tool_arguments import MAX_ARGUMENT_DEPTH
 from agent_model.tool_spec import TOOL_HEARTBEAT, ActivityConfig, Retries, Timeout
 
@@ -156,7 +157,7 @@ MCP_CALL_TOOL = ActivityConfig(
         initial_seconds=1,
         backoff=2,
         maximum_interval_seconds=10,
-        non_retryable=("McpUnknownServer",),
+        non_retryable=(MCP_UNKNOWN_SERVER_ERROR,),
     ),
     heartbeat=TOOL_HEARTBEAT,
 )

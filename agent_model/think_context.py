@@ -39,8 +39,6 @@ from pydantic import BaseModel, PrivateAttr
 from agent_model.llm_io import ContextRef, ThinkRequest
 from agent_model.messages import Message, ToolChoice
 
-CONTEXT_MISSING_ERROR = "ThinkContextMissing"
-"""ApplicationError type of a think whose worker lacks what the request refers to."""
 
 
 MESSAGE_DIGEST_CHARS = 16

@@ -15,6 +15,8 @@ from typing import Any
 
 from temporalio.exceptions import ApplicationError
 
+from agent_model.errors import BAD_TOOL_ARGUMENTS_ERROR
+
 MAX_ARGUMENT_BYTES = 256 * 1024
 """Largest arguments (UTF-8) one tool call may have; no tool needs more."""
 MAX_ARGUMENT_DEPTH = 32
@@ -77,7 +79,7 @@ def parse_arguments(tool: str, text: str) -> tuple[dict[str, Any] | None, str | 
 def bad_arguments(message: str) -> ApplicationError:
     """A non-retryable BadToolArguments error: malformed arguments fail the
     same way on every attempt."""
-    return ApplicationError(message, type="BadToolArguments", non_retryable=True)
+    return ApplicationError(message, type=BAD_TOOL_ARGUMENTS_ERROR, non_retryable=True)
 
 
 def required_string(arguments: dict, name: str, tool: str) -> str:

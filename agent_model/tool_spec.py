@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from temporalio.common import RetryPolicy
 
+from agent_model.errors import BAD_TOOL_ARGUMENTS_ERROR
+
 if TYPE_CHECKING:
     from activities.worker_resources import WorkerResources
     from agent_model.browser import BrowserState
@@ -107,7 +109,7 @@ TOOL_RETRIES_AFTER_A_LOST_WORKER = Retries(
     "tool failures come back as results, so a retry only follows a lost worker and the call runs "
     "again (the lesser evil); malformed arguments fail the same way every time",
     initial_seconds=1,
-    non_retryable=("BadToolArguments",),
+    non_retryable=(BAD_TOOL_ARGUMENTS_ERROR,),
 )
 
 

@@ -39,7 +39,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
 from activities.llm import THINK_OPTIONS
 from agent_model.run import AgentRunResult
-from agent_model.think_context import CONTEXT_MISSING_ERROR
+from agent_model.errors import CONTEXT_MISSING_ERROR
 from bench.common import (
     DevServer,
     bench_profile,

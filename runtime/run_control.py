@@ -23,7 +23,7 @@ from agent_model.plan import Plan, StepStatus
 from agent_model.payload import PAYLOAD_LIMIT, first_within
 from agent_model.run import AgentRunInput, AgentRunResult, AgentStatus, HumanAnswer, HumanQuestion, StepRecord
 from agent_model.state import AgentState
-from agent_model.think_context import CONTEXT_MISSING_ERROR
+from agent_model.errors import CONTEXT_MISSING_ERROR
 from workflows import search_attributes
 from workflows.agent import AgentWorkflow
 from workflows.planning import PlanningFlowWorkflow

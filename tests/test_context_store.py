@@ -22,7 +22,8 @@ from agent_model.memory import Memory
 from agent_model.messages import ToolChoice, user_message
 from agent_model.run import AgentRunInput
 from agent_model.state import StopReason
-from agent_model.think_context import CONTEXT_MISSING_ERROR, ContextSync, message_digest
+from agent_model.errors import CONTEXT_MISSING_ERROR
+from agent_model.think_context import ContextSync, message_digest
 from runtime.worker_factory import build_worker
 from testkit.fake_openai import Reply, python, terminate
 from testkit.servers import start_dev_server

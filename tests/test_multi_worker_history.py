@@ -27,7 +27,7 @@ import pytest
 from temporalio.api.enums.v1 import TimeoutType
 
 from agent_model.state import StopReason
-from agent_model.think_context import CONTEXT_MISSING_ERROR
+from agent_model.errors import CONTEXT_MISSING_ERROR
 from bench.p2_history import (
     EAGER_OFF,
     KILL_AT,

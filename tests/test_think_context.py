@@ -18,7 +18,8 @@ from agent_model.memory import Memory
 from agent_model.messages import ToolChoice, assistant_message, tool_message, user_message
 from agent_model.run import AgentRunInput, HumanAnswer
 from agent_model.state import StopReason
-from agent_model.think_context import CONTEXT_MISSING_ERROR, ContextSync
+from agent_model.errors import CONTEXT_MISSING_ERROR
+from agent_model.think_context import ContextSync
 from runtime.worker_factory import build_worker
 from testkit.fake_openai import Reply, call, python, terminate
 from testkit.settings import make_settings

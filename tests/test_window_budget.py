@@ -37,7 +37,8 @@ from agent_model.profiles import BUILTIN_PROFILES, SWE, AgentProfile
 from agent_model.prompting import fill
 from agent_model.run import OBSERVATION_LIMIT, AgentRunInput
 from agent_model.state import StopReason
-from agent_model.think_context import CONTEXT_MISSING_ERROR, ContextSync
+from agent_model.errors import CONTEXT_MISSING_ERROR
+from agent_model.think_context import ContextSync
 from agent_model.token_estimate import estimate_tokens, message_tokens
 from runtime.worker_factory import build_worker
 from testkit.fake_openai import ErrorReply, Reply, call, terminate

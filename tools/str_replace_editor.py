@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
 
+from agent_model.errors import BAD_TOOL_ARGUMENTS_ERROR
 from agent_model.tool_io import ToolRequest, ToolResult
 from agent_model.tool_spec import TOOL_HEARTBEAT, ActivityConfig, Needs, Retries, Timeout, ToolSpec
 
@@ -79,7 +80,7 @@ CONFIG = ActivityConfig(
         3,
         "safe to retry: view only reads, and a retried edit or undo recognises its own earlier attempt "
         "instead of repeating it; malformed arguments fail the same way every time",
-        non_retryable=("BadToolArguments",),
+        non_retryable=(BAD_TOOL_ARGUMENTS_ERROR,),
     ),
 )
 

@@ -68,7 +68,8 @@ with workflow.unsafe.imports_passed_through():
         resolved_profile,
     )
     from agent_model.state import AgentState, StopReason
-    from agent_model.think_context import CONTEXT_MISSING_ERROR, ContextSync
+    from agent_model.think_context import ContextSync
+    from agent_model.errors import CONTEXT_MISSING_ERROR, QUESTION_CLOSED_ERROR
     from agent_model.tool_arguments import parse_arguments
     from agent_model.tool_io import ToolRequest, ToolResult, observation_text
     from agent_model.browser import BrowserState
@@ -708,7 +709,7 @@ class AgentWorkflow:
         try:
             return self.desk.accept(answer)
         except QuestionClosed as e:  # the validator, in the same step, refuses these first
-            raise ApplicationError(str(e), type="QuestionClosed", non_retryable=True) from None
+            raise ApplicationError(str(e), type=QUESTION_CLOSED_ERROR, non_retryable=True) from None
 
     @answer.validator
     def _validate_answer(self, answer: HumanAnswer) -> None:

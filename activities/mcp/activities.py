@@ -18,6 +18,7 @@ from activities.mcp.link import McpUnavailable
 from activities.mcp.pool import McpPool, McpUnknownServer
 from activities.mcp.results import Listing, call_output, offered_tools
 from activities.web.search import heartbeating
+from agent_model.errors import MCP_UNAVAILABLE_ERROR, MCP_UNKNOWN_SERVER_ERROR
 from agent_model.mcp import (
     CALL_TOOL_ACTIVITY,
     LIST_TOOLS_ACTIVITY,
@@ -64,9 +65,9 @@ class McpActivities:
             async with heartbeating():
                 result = await self.pool.call_tool(request.server, request.tool, request.arguments, CALL_SECONDS)
         except McpUnknownServer as e:
-            raise ApplicationError(str(e), type="McpUnknownServer", non_retryable=True) from None
+            raise ApplicationError(str(e), type=MCP_UNKNOWN_SERVER_ERROR, non_retryable=True) from None
         except McpUnavailable as e:
-            raise ApplicationError(str(e), type="McpUnavailable") from None
+            raise ApplicationError(str(e), type=MCP_UNAVAILABLE_ERROR) from None
         return McpCallResult(
             output=call_output(result),
             error=result.is_error,
