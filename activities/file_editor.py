@@ -32,7 +32,6 @@ import json
 import os
 import stat
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,9 +42,9 @@ from temporalio import activity
 from agent_model.tool_arguments import bad_arguments
 from agent_model.tool_io import ToolRequest, ToolResult
 from activities import safe_files
+from activities.heartbeats import heartbeating
 from activities.lost_worker import release_run_from_lost_worker
 from activities.safe_files import Beneath, FileTooLarge, OutsideRoot, UnsafeFile
-from activities.tools.process import HEARTBEAT_INTERVAL
 from activities.workspace import PathOutsideWorkspace, Workspace
 
 
@@ -97,14 +96,11 @@ class FileEditor:
         work = asyncio.ensure_future(
             asyncio.to_thread(self._run, request.workspace, command, path, arguments, _current_attempt())
         )
-        deadline = time.monotonic() + self.deadline_seconds
         try:
-            while (remaining := deadline - time.monotonic()) > 0:
-                done, _ = await asyncio.wait({work}, timeout=min(HEARTBEAT_INTERVAL, remaining))
-                if done:
-                    return work.result()
-                if activity.in_activity():
-                    activity.heartbeat()
+            async with heartbeating():
+                done, _ = await asyncio.wait({work}, timeout=self.deadline_seconds)
+            if done:
+                return work.result()
         finally:
             work.cancel()  # the thread may still be stuck; the activity answers regardless
         return ToolResult(

@@ -27,6 +27,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.context_store import ContextStore
+from activities.heartbeats import heartbeating
 from activities.lost_worker import release_run_from_lost_worker
 from activities.reply_reading import response_of, unreadable_reply, usage_of
 from activities.safe_files import Beneath, UnsafeFile
@@ -58,11 +59,6 @@ from agent_model.think_context import (
 )
 from config.settings import LLMSettings
 
-HEARTBEAT_INTERVAL = 1.0
-"""Seconds between heartbeats while a think runs. A cancellation
-reaches the activity only in a heartbeat's response, so this (with the worker's
-max_heartbeat_throttle_interval of 1 s) bounds how long a cancelled run's call
-goes on."""
 ABANDON_WAIT = 1.0
 """Seconds a cancelled think waits for its HTTP call to unwind (closing the
 connection) before it reports the cancellation."""
@@ -460,11 +456,9 @@ class LLMActivities:
         # fetching a window from the shared store may take a while too.
         work = asyncio.ensure_future(self._answer(request))
         try:
-            while True:
-                done, _ = await asyncio.wait({work}, timeout=HEARTBEAT_INTERVAL)
-                if done:
-                    return work.result()
-                activity.heartbeat()
+            async with heartbeating():
+                await asyncio.wait({work})
+            return work.result()
         finally:
             if not work.done():  # cancelled while waiting: abandon the model's call
                 work.cancel()

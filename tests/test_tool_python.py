@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import resource
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -181,10 +183,8 @@ async def test_bad_arguments_are_a_non_retryable_error(workspace: Workspace, arg
 async def test_heartbeats_while_the_program_runs(
     workspace: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from activities.tools import process
-
-    monkeypatch.setattr(process, "HEARTBEAT_INTERVAL", 0.1)
     env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, heartbeat_timeout=timedelta(seconds=0.3))  # beats every 0.1 s
     beats: list[tuple] = []
     env.on_heartbeat = lambda *details: beats.append(details)
     request = ToolRequest(workspace=RUN, arguments={"code": "import time; time.sleep(0.6)"})

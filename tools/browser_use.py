@@ -246,7 +246,7 @@ class BrowserActivities:
 
     @activity.defn(name=ACT)
     async def act(self, request: BrowserRequest) -> BrowserResult:
-        from activities.web.search import heartbeating
+        from activities.heartbeats import heartbeating
 
         async with heartbeating():
             return await self.sessions.act(request)

@@ -64,7 +64,7 @@ class WebFetch:
     @activity.defn(name=NAME)
     async def run(self, request: ToolRequest) -> ToolResult:
         from activities.web.fetch import fetch_page
-        from activities.web.search import heartbeating
+        from activities.heartbeats import heartbeating
 
         url = required_string(request.arguments, "url", NAME).strip()
         if not url or len(url) > MAX_URL_CHARS:

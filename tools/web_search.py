@@ -96,7 +96,7 @@ class WebSearch:
     @activity.defn(name=NAME)
     async def run(self, request: ToolRequest) -> ToolResult:
         from activities.web.engines import Query
-        from activities.web.search import heartbeating
+        from activities.heartbeats import heartbeating
 
         query, number, lang, country, fetch_content = arguments(request)
         settings = self.searcher.settings

@@ -17,7 +17,7 @@ from temporalio.exceptions import ApplicationError
 from activities.mcp.link import McpUnavailable
 from activities.mcp.pool import McpPool, McpUnknownServer
 from activities.mcp.results import Listing, call_output, offered_tools
-from activities.web.search import heartbeating
+from activities.heartbeats import heartbeating
 from agent_model.errors import MCP_UNAVAILABLE_ERROR, MCP_UNKNOWN_SERVER_ERROR
 from agent_model.mcp import (
     CALL_TOOL_ACTIVITY,

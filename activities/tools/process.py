@@ -27,19 +27,13 @@ from temporalio import activity
 
 from agent_model.tool_io import ToolResult
 from agent_model.tool_spec import TOOL_HEARTBEAT
+from activities.heartbeats import MAX_INTERVAL, heartbeating
 from activities.lost_worker import release_run_from_lost_worker
 from activities.tools import disk_use, seccomp_filter
 from activities.tools.call_cgroup import CallGroup
 from activities.tools.egress_proxy import EgressProxy
 from activities.tools.sandbox import ToolSandbox, no_new_privs
 from activities.workspace import Workspace
-
-HEARTBEAT_INTERVAL = 1.0
-"""Seconds between activity heartbeats (and lease renewals) while a child runs.
-A cancellation reaches the activity only in a heartbeat's response, so this
-(with the worker's max_heartbeat_throttle_interval of 1 s) bounds how long a
-cancelled run's processes live; a dead worker shows within the tools'
-heartbeat timeout."""
 
 TOOL_HEARTBEAT_TIMEOUT = TOOL_HEARTBEAT.delta
 """Heartbeat timeout of the tool activities (agent_model/tool_spec.py says why 4 s)."""
@@ -53,13 +47,14 @@ waits for the run's tool lock, which the lost attempt's guard holds until its
 processes are gone."""
 
 LEASE_SECONDS = 3.0
-"""The guard kills the call when the worker has not renewed its lease (every
-HEARTBEAT_INTERVAL) for this long: a frozen worker's call ends before the
+"""The guard kills the call when the worker has not renewed its lease (at every
+heartbeat, at most heartbeats.MAX_INTERVAL apart) for this long: a frozen worker's call ends before the
 server gives up on it (TOOL_HEARTBEAT_TIMEOUT, 1 s more) and retries it
 elsewhere, instead of running beside the retry. Two missed renewals are
 still tolerated, five times the longest event-loop stall measured."""
 
 assert LEASE_SECONDS < TOOL_HEARTBEAT_TIMEOUT.total_seconds(), "a retry could start beside a frozen attempt"
+assert LEASE_SECONDS >= 3 * MAX_INTERVAL, "a live worker's call could be killed after one late renewal"
 
 LOCK_POLL_INTERVAL = 0.2
 """Seconds between tries for the run's tool lock while an earlier attempt ends."""
@@ -358,17 +353,11 @@ def _child_setup(worker_pid: int):
 
 
 async def _wait_with_heartbeats(event: asyncio.Event, deadline: float, lease_write: int) -> bool:
-    """Wait for `event` until the monotonic `deadline`, heartbeating and renewing
-    the guard's lease; False if the deadline passed."""
-    while not event.is_set():
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return False
-        await _wait_bounded(event, min(HEARTBEAT_INTERVAL, remaining))
-        if activity.in_activity():
-            activity.heartbeat()
-        _renew(lease_write)
-    return True
+    """Wait for `event` until the monotonic `deadline`, renewing the guard's
+    lease at every heartbeat; False if the deadline passed."""
+    async with heartbeating(on_beat=lambda: _renew(lease_write)):
+        await _wait_bounded(event, deadline - time.monotonic())
+    return event.is_set()
 
 
 def _renew(lease_write: int) -> None:
@@ -522,6 +511,14 @@ def _record_duration(seconds: float, outcome: ProcessOutcome) -> None:
     ).with_additional_attributes({"tool": activity.info().activity_type, "status": status}).record(seconds * 1000)
 
 
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
 async def _lock_run(path: Path) -> int:
     """The run's tool lock, taken: an earlier attempt of this run's call that
     is still alive (its worker froze or lost the server) holds it until its
@@ -530,14 +527,10 @@ async def _lock_run(path: Path) -> int:
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
     waited_since = time.monotonic()
     try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                await asyncio.sleep(LOCK_POLL_INTERVAL)
-                if activity.in_activity():
-                    activity.heartbeat("waiting for an earlier attempt of this call to end")
+        if not _try_lock(fd):
+            async with heartbeating("waiting for an earlier attempt of this call to end"):
+                while not _try_lock(fd):
+                    await asyncio.sleep(LOCK_POLL_INTERVAL)
     except BaseException:
         os.close(fd)
         raise

@@ -10,11 +10,8 @@ before the activity's own deadline would cut it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-
-from temporalio import activity
+from collections.abc import Awaitable, Callable
 
 from agent_model.tool_io import ToolResult
 from activities.web.access import Refused, WebAccess, WebError
@@ -25,28 +22,6 @@ from config.settings import SearchSettings
 FETCH_CONCURRENCY = 3
 CONTENT_CHARS_PER_RESULT = 3000
 """Characters of one result page's text with fetch_content."""
-HEARTBEAT_SECONDS = 1.0
-
-
-@contextlib.asynccontextmanager
-async def heartbeating() -> AsyncIterator[None]:
-    """Heartbeats every second while the body runs (when inside an activity)."""
-    if not activity.in_activity():
-        yield
-        return
-
-    async def beat() -> None:
-        while True:
-            activity.heartbeat()
-            await asyncio.sleep(HEARTBEAT_SECONDS)
-
-    task = asyncio.create_task(beat())
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 class WebSearch:
