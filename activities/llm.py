@@ -1,101 +1,53 @@
-"""The think activity: one Chat Completions call through the OpenAI SDK.
+"""The think activity: one Chat Completions call for a run's next step.
 
-Temporal owns retries (the SDK's are off), so this module's job is to classify
-each failure as worth retrying or not, and to say so in the ApplicationError.
+It completes the request from the context caches, attaches the newest
+screenshot (activities/llm_images.py), counts the prompt's tokens against the
+profile's limit, calls the model (activities/llm_client.py says what each
+failure becomes) and reads the reply, heartbeating all the while.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import functools
 import json
-import math
 import re
 import time
-from dataclasses import dataclass
-from datetime import timedelta
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-import httpx2
-import openai
-from openai._constants import RAW_RESPONSE_HEADER
-from openai.types.chat import ChatCompletion
+from openai import AsyncOpenAI
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.context_store import ContextStore
 from activities.heartbeats import heartbeating
+from activities.llm_client import MAX_REPLY_BYTES, complete, make_client, reply_too_large
+from activities.llm_images import Attachment, as_counted, attach_images, wire_message
 from activities.lost_worker import release_run_from_lost_worker
 from activities.reply_reading import response_of, unreadable_reply, usage_of
-from activities.safe_files import Beneath, UnsafeFile
 from activities.think_context_cache import Resolved, ThinkContextCache
 from activities.token_count import count_prompt_tokens
-from activities.workspace import InvalidWorkspaceName, Workspace
-from agent_model.activity_specs import MAX_THINK_RETRY_SECONDS, NON_RETRYABLE_THINK_ERRORS, THINK_CONFIG
-from agent_model.errors import (
-    LLM_CONNECTION_ERROR,
-    LLM_EMPTY_RESPONSE_ERROR,
-    LLM_ERROR,
-    LLM_INVALID_RESPONSE_ERROR,
-    LLM_REQUEST_REJECTED_ERROR,
-    LLM_TIMEOUT_ERROR,
-    LLM_UNAVAILABLE_ERROR,
-    REPLY_TOO_LARGE_ERROR,
-    TOKEN_LIMIT_ERROR,
-    UNKNOWN_LLM_PROFILE_ERROR,
-)
+from activities.workspace import Workspace
+from agent_model.activity_specs import THINK_CONFIG
+from agent_model.errors import LLM_EMPTY_RESPONSE_ERROR, TOKEN_LIMIT_ERROR, UNKNOWN_LLM_PROFILE_ERROR
 from agent_model.llm_io import ThinkRequest, ThinkResponse
-from agent_model.messages import Message, Role
+from agent_model.messages import Message
 from agent_model.payload import json_size
+from agent_model.think_context import MESSAGE_DIGEST_CHARS, ContextSync, canonical, message_bytes
 from agent_model.usage import TokenUsage
-from agent_model.think_context import (
-    MESSAGE_DIGEST_CHARS,
-    ContextSync,
-    canonical,
-    message_bytes,
-)
 from config.settings import LLMSettings
 
 ABANDON_WAIT = 1.0
 """Seconds a cancelled think waits for its HTTP call to unwind (closing the
 connection) before it reports the cancellation."""
-RETRYABLE_STATUS = {408, 409, 429}
-"""Plus every 5xx: timeouts, conflicts, rate limits and server errors pass."""
 REASONING_MODEL = re.compile(r"(o[1-9]|gpt-5(\.\d+)?)(-.*)?")
 """OpenAI's reasoning models (o1, o3-mini, o4-mini-2025-04-16, gpt-5, gpt-5.1,
 gpt-5-mini, ...): they refuse max_tokens and any temperature but the default."""
 CHAT_VARIANT = re.compile(r"gpt-5(\.\d+)?-chat(-.*)?")
 """gpt-5-chat-latest and the like: GPT-5's non-reasoning variants."""
-KEY_PLACEHOLDER = "no-key"
-"""Sent to a server that needs no key (KEYLESS_API_TYPES) when none is set:
-the SDK will not make a client without one."""
-
-MAX_RETRY_INTERVAL = timedelta(seconds=MAX_THINK_RETRY_SECONDS)
-
-CHAT_COMPLETIONS_PATH = "/chat/completions"
-"""Relative to base_url; the Azure client maps it to its deployment URL."""
-
-MAX_REPLY_BYTES = 512 * 1024
-"""Largest reply (its content and tool calls, as JSON) a think returns: the
-reply is written into the run's history and result, which Temporal refuses
-over 2 MiB."""
-MAX_BODY_BYTES = 4 * MAX_REPLY_BYTES
-"""Largest HTTP body read: the body of any reply within MAX_REPLY_BYTES is
-smaller, since JSON escapes (\\u00e9) at most triple a character's size."""
-
-MAX_IMAGES_SENT = 1
-"""Images from files (Message.image_file) attached to one call: each costs up
-to ~1.1k tokens, and the newest screenshot is the one that shows the page now."""
-MAX_IMAGE_BYTES = 5 * 1024 * 1024
-"""Largest image file read (5 MiB); a larger one is not sent."""
 VISION_LLM = "vision"
 """The LLM profile (`[llm.vision]`) that answers calls with an image attached,
 when the worker has one."""
-
-NON_RETRYABLE_ERRORS = list(NON_RETRYABLE_THINK_ERRORS)
 
 THINK_OPTIONS: dict[str, Any] = THINK_CONFIG.options()
 """Options for workflow.execute_activity("think", ...); each bound's reason is in
@@ -107,113 +59,6 @@ def is_reasoning_model(model: str) -> bool:
     # Gateways name models with a provider in front: openai/o3-mini.
     name = model.rsplit("/", 1)[-1].lower()
     return REASONING_MODEL.fullmatch(name) is not None and CHAT_VARIANT.fullmatch(name) is None
-
-
-def azure_address(base_url: str) -> dict[str, str]:
-    """How AsyncAzureOpenAI is told where to send requests. A base_url with a
-    path (OpenManus's `<endpoint>/openai/deployments/<id>`, or `<endpoint>/openai`)
-    is the client's base URL as is, as OpenManus passes it; a bare `<endpoint>`
-    is the resource endpoint. Without /deployments in the path the SDK adds
-    /deployments/<model>, so the model names the deployment."""
-    if urlsplit(base_url).path.strip("/"):
-        return {"base_url": base_url}
-    return {"azure_endpoint": base_url}
-
-
-def make_client(settings: LLMSettings) -> openai.AsyncOpenAI:
-    key = settings.api_key.get_secret_value() if settings.api_key else None
-    if not key and not settings.needs_key:
-        key = KEY_PLACEHOLDER
-    common: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": settings.request_timeout}
-    if settings.api_type == "azure":
-        return openai.AsyncAzureOpenAI(api_version=settings.api_version, **azure_address(settings.base_url), **common)
-    return openai.AsyncOpenAI(base_url=settings.base_url, **common)
-
-
-@dataclass(frozen=True)
-class Attachment:
-    """What a call carries for one message's image_file: the image, or a note."""
-
-    url: str | None = None
-    """The image as a data URL; None: `note` is sent in its place."""
-    note: str = ""
-
-
-def image_type(data: bytes) -> str | None:
-    """The MIME type of a PNG, JPEG or WebP image, told by its first bytes."""
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if data.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return None
-
-
-def read_image(run_dir: Path, path: str) -> str | None:
-    """The image at `path` in the run directory as a data URL, or None when it
-    is missing, no image, too large, or not a regular file inside run_dir (a
-    tool may have swapped it for a symlink out, or for a FIFO)."""
-    try:
-        with Beneath(run_dir) as directory:
-            data = directory.read_file(directory.relative(path), limit=MAX_IMAGE_BYTES)
-    except (OSError, ValueError, UnsafeFile):
-        return None
-    mime = image_type(data)
-    return f"data:{mime};base64,{base64.b64encode(data).decode()}" if mime else None
-
-
-def attach_images(messages: list[Message], workspace: Workspace | None, name: str | None) -> dict[int, Attachment]:
-    """By position in `messages`, what stands for each user message's
-    image_file: the newest MAX_IMAGES_SENT readable images, notes for the rest."""
-    run_dir = None
-    if workspace is not None and name is not None:
-        try:
-            run_dir = workspace.run_dir(name)
-        except (InvalidWorkspaceName, OSError):
-            pass
-    shown: dict[int, Attachment] = {}
-    attached = 0
-    for position in reversed(range(len(messages))):
-        message = messages[position]
-        path = message.image_file
-        if path is None or message.role != Role.USER:
-            continue
-        if attached >= MAX_IMAGES_SENT:
-            shown[position] = Attachment(note=f"[screenshot {path}: not shown, a newer one follows]")
-            continue
-        url = read_image(run_dir, path) if run_dir is not None else None
-        if url is None:
-            shown[position] = Attachment(note=f"[screenshot {path}: no longer available]")
-        else:
-            shown[position] = Attachment(url=url)
-            attached += 1
-    return shown
-
-
-def wire_message(message: Message, attachment: Attachment | None) -> dict[str, Any]:
-    """The message as the API expects it, with `attachment` for its image_file."""
-    out = message.to_openai()
-    if attachment is None:
-        return out
-    content = out["content"]
-    if isinstance(content, list):  # it has an inline image too
-        parts = content
-    else:
-        parts = [{"type": "text", "text": content}] if content else []
-    if attachment.url is not None:
-        parts.append({"type": "image_url", "image_url": {"url": attachment.url}})
-    else:
-        parts.append({"type": "text", "text": attachment.note})
-    out["content"] = parts
-    return out
-
-
-def as_counted(message: Message, attachment: Attachment) -> Message:
-    """The message as count_prompt_tokens sees it with `attachment`."""
-    if attachment.url is not None:
-        return message.model_copy(update={"base64_image": attachment.url.partition(",")[2]})
-    return message.model_copy(update={"content": f"{message.content or ''}\n{attachment.note}"})
 
 
 def request_params(
@@ -235,92 +80,6 @@ def request_params(
         params["tools"] = parts.tools
         params["tool_choice"] = request.tool_choice.value
     return params
-
-
-def _header_number(error: openai.APIStatusError, name: str) -> float | None:
-    try:
-        value = float(error.response.headers.get(name, ""))
-    except ValueError:
-        return None
-    return value if math.isfinite(value) and value >= 0 else None
-
-
-def _retry_after(error: openai.APIStatusError) -> timedelta | None:
-    """The wait the server asks for: retry-after-ms (OpenAI, Azure), else
-    retry-after in seconds."""
-    milliseconds = _header_number(error, "retry-after-ms")
-    seconds = milliseconds / 1000 if milliseconds is not None else _header_number(error, "retry-after")
-    if seconds is None:
-        return None
-    # Never wait longer than the retry policy's own longest interval.
-    return timedelta(seconds=min(seconds, MAX_RETRY_INTERVAL.total_seconds()))
-
-
-def _server_says_retry(error: openai.APIStatusError) -> bool | None:
-    """The x-should-retry header: the server's own word on whether asking again may succeed."""
-    value = error.response.headers.get("x-should-retry", "").strip().lower()
-    return {"true": True, "false": False}.get(value)
-
-
-def as_sdk_error(error: httpx2.TransportError) -> openai.OpenAIError:
-    if isinstance(error, httpx2.TimeoutException):
-        return openai.APITimeoutError(request=error.request)
-    return openai.APIConnectionError(request=error.request)
-
-
-def classify(error: Exception, model: str) -> ApplicationError:
-    """The ApplicationError to raise for an SDK failure."""
-    if isinstance(error, openai.APITimeoutError):
-        return ApplicationError(f"LLM call timed out ({model})", type=LLM_TIMEOUT_ERROR)
-    if isinstance(error, openai.APIConnectionError):
-        return ApplicationError(f"cannot reach the LLM endpoint: {error}", type=LLM_CONNECTION_ERROR)
-    if isinstance(error, openai.APIStatusError):
-        status = error.status_code
-        message = f"LLM endpoint answered {status}: {error.message}"
-        retryable = status in RETRYABLE_STATUS or status >= 500
-        verdict = _server_says_retry(error)
-        if verdict is not None:
-            retryable = verdict
-        if retryable:
-            return ApplicationError(
-                message, type=LLM_UNAVAILABLE_ERROR, next_retry_delay=_retry_after(error)
-            )
-        if verdict is False:
-            message += " (the endpoint says not to retry)"
-        if status == 400 and "tool" in str(error.message).lower():
-            message += f" (does model {model!r} support function calling?)"
-        return ApplicationError(message, type=LLM_REQUEST_REJECTED_ERROR, non_retryable=True)
-    return ApplicationError(f"LLM call failed: {error!r}", type=LLM_ERROR)
-
-
-def reply_too_large(detail: str) -> ApplicationError:
-    # Asking again costs as much and gets a reply as large.
-    return ApplicationError(detail, type=REPLY_TOO_LARGE_ERROR, non_retryable=True)
-
-
-async def read_body(response: httpx2.Response, limit: int = MAX_BODY_BYTES) -> bytes:
-    """The response's body, refused (unread) when it declares or turns out to
-    be over `limit` bytes."""
-    declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise reply_too_large(f"the reply's body has {declared} bytes, over the limit of {limit}")
-    chunks, size = [], 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > limit:
-            raise reply_too_large(f"the reply's body is over the limit of {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def completion_from(body: bytes) -> ChatCompletion:
-    try:
-        data = json.loads(body)
-    except ValueError:
-        data = None
-    if not isinstance(data, dict):
-        raise ApplicationError("the LLM answered with a body that is not a JSON object", type=LLM_INVALID_RESPONSE_ERROR)
-    return ChatCompletion.construct(**data)
 
 
 def check_reply_size(message: Message) -> None:
@@ -381,7 +140,7 @@ class LLMActivities:
         workspace: Workspace | None = None,
     ) -> None:
         self._profiles = llm_profiles
-        self._clients: dict[str, openai.AsyncOpenAI] = {}
+        self._clients: dict[str, AsyncOpenAI] = {}
         self.context_cache = ThinkContextCache()
         self.context_store = context_store
         self.workspace = workspace
@@ -431,24 +190,10 @@ class LLMActivities:
                     activity.logger.warning("cannot write the think's context to the shared store: %s", e)
         return parts
 
-    def _client(self, name: str) -> openai.AsyncOpenAI:
+    def _client(self, name: str) -> AsyncOpenAI:
         if name not in self._clients:
             self._clients[name] = make_client(self._profiles[name])
         return self._clients[name]
-
-    async def _complete(self, name: str, body: dict[str, Any]) -> ChatCompletion:
-        """One Chat Completions call whose reply body is read only up to MAX_BODY_BYTES."""
-        response = await self._client(name).post(
-            CHAT_COMPLETIONS_PATH,
-            body=body,
-            cast_to=ChatCompletion,
-            # The SDK then hands back the response with its body still unread.
-            options={"headers": {RAW_RESPONSE_HEADER: "stream"}},
-        )
-        try:
-            return completion_from(await read_body(response.http_response))
-        finally:
-            await response.close()
 
     @activity.defn(name="think")
     async def think(self, request: ThinkRequest) -> ThinkResponse:
@@ -496,12 +241,7 @@ class LLMActivities:
         # ~20 ms of CPU per call with a full memory window (BENCHMARKS.md, P1).
         body = request_params(settings, request, parts, shown)
         asked = time.monotonic()
-        try:
-            completion = await self._complete(name, body)
-        except openai.OpenAIError as e:
-            raise classify(e, settings.model) from None
-        except httpx2.TransportError as e:  # while reading the body, outside the SDK
-            raise classify(as_sdk_error(e), settings.model) from None
+        completion = await complete(self._client(name), body, settings.model)
 
         choices = completion.choices
         if not choices:

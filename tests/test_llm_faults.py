@@ -2,7 +2,7 @@
 one way per test and the run, on the time-skipping server (retry backoff
 timers are skipped), must end FINISHED or end gracefully with a clear note.
 Each test also pins the exact number of HTTP attempts the fake saw, which is
-what THINK_OPTIONS' retry policy and activities.llm.classify promise:
+what THINK_OPTIONS' retry policy and activities.llm_client.classify promise:
 
 * transient faults (429, 5xx, connection reset, timeout, empty choices) are
   retried: one failed attempt, then the scripted success;

@@ -12,7 +12,9 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.llm import MAX_BODY_BYTES, MAX_REPLY_BYTES, REPLY_TOO_LARGE_ERROR, LLMActivities
+from activities.llm import LLMActivities
+from activities.llm_client import MAX_BODY_BYTES, MAX_REPLY_BYTES
+from agent_model.errors import REPLY_TOO_LARGE_ERROR
 from agent_model.flow import FlowOutcome
 from agent_model.llm_io import ThinkRequest
 from agent_model.messages import user_message

@@ -19,7 +19,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.context_store import CONTEXT_DIR_NAME
-from activities.llm import MAX_REPLY_BYTES
+from activities.llm_client import MAX_REPLY_BYTES
 from activities.token_count import count_prompt_tokens, encoding_for
 from tools import TOOLS, schemas
 from agent_model.llm_io import ThinkRequest
