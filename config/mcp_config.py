@@ -21,10 +21,12 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from config import environment
 from config.config_file import REPO_DIR, ConfigError, read_config_text
 
 MCP_FILE_NAME = "mcp.json"
 MCP_CONFIG_VARIABLE = "DURABLE_MANUS_MCP_CONFIG"
+"""config/environment.py describes it."""
 
 SERVER_ID = re.compile(r"[A-Za-z0-9_-]+")
 """Ids become part of function names (agent_model/mcp.py)."""
@@ -56,9 +58,9 @@ class McpServerSettings(BaseModel):
 def default_mcp_path(config_file: Path | None, env: Mapping[str, str] | None = None) -> Path | None:
     """Where mcp.json is: $DURABLE_MANUS_MCP_CONFIG, else next to the config
     file, else config/mcp.json in the repo; None when there is none."""
-    env = os.environ if env is None else env
-    if env.get(MCP_CONFIG_VARIABLE):
-        return Path(env[MCP_CONFIG_VARIABLE]).expanduser()
+    named = environment.read(os.environ if env is None else env, MCP_CONFIG_VARIABLE)
+    if named:
+        return Path(named).expanduser()
     candidates = [config_file.parent / MCP_FILE_NAME] if config_file is not None else []
     candidates.append(REPO_DIR / "config" / MCP_FILE_NAME)
     return next((path for path in candidates if path.is_file()), None)

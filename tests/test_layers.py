@@ -148,7 +148,7 @@ def without_known(graph: dict[str, set[str]]) -> dict[str, set[str]]:
 def test_the_graph_sees_lazy_and_type_checking_imports() -> None:
     graph = import_graph()
     assert "activities.workspace" in graph["tools.str_replace_editor"]  # under TYPE_CHECKING
-    assert "activities.tools.egress_rules" in graph["config.settings"]  # inside a function
+    assert "activities.tools.egress_rules" in graph["config.web_settings"]  # inside a function
     assert "agent_model.messages" in graph["agent_model.memory"]
 
 

@@ -46,7 +46,7 @@ def test_env_only_without_a_file():
         ("[llm.fast]\ntemperature = 'hot'\n", "config.toml: [llm.fast] temperature"),
         ("[llm\n", "config.toml: not valid TOML"),
         ("[server]\nx = 1\n", "config.toml: unknown section [server]"),
-        ("[workspace]\nrot = 'x'\n", "config.toml: [workspace] accepts only the field root"),
+        ("[workspace]\nrot = 'x'\n", "config.toml: [workspace] rot: Extra inputs are not permitted; [workspace] accepts only the field root"),
     ],
 )
 def test_bad_fields_are_one_line_naming_file_and_field(tmp_path, text, message):
@@ -85,7 +85,7 @@ def test_workflow_sandbox_is_on_unless_turned_off(tmp_path):
     "text, env, message",
     [
         ("[worker]\nworkflow_sandbox = 'no'\n", {}, "config.toml: [worker] workflow_sandbox must be true or false, not 'no'"),
-        ("[worker]\nsandbox = true\n", {}, "config.toml: [worker] accepts only the fields build_id, deployment_name, workflow_sandbox"),
+        ("[worker]\nsandbox = true\n", {}, "config.toml: [worker] sandbox: Extra inputs are not permitted; [worker] accepts only the fields build_id, deployment_name, workflow_sandbox"),
         ("", {"DURABLE_MANUS_WORKFLOW_SANDBOX": "maybe"}, "workflow_sandbox must be true or false, not 'maybe'"),
     ],
 )
@@ -223,3 +223,75 @@ def test_a_config_reached_through_a_symlink_is_read(tmp_path):
 def test_a_deeply_nested_config_is_one_line(tmp_path):
     depth = 100_000
     assert "nested too deeply" in config_error(tmp_path, "x = " + "[" * depth + "]" * depth + "\n")
+
+
+# ---- the environment variables (config/environment.py) ----------------------------------
+
+BAD_VALUES = {
+    "DURABLE_MANUS_CONFIG": "/nonexistent/durable-manus.toml",
+    "DURABLE_MANUS_MCP_CONFIG": "config\n/mcp.json",
+    "OPENAI_API_KEY": "sk-secret-\n123",
+    "OPENAI_BASE_URL": " http://127.0.0.1:8000/v1",
+    "OPENAI_MODEL": "gpt-4o\t",
+    "OPENAI_API_VERSION": "2024-08-01\n",
+    "WORKSPACE_ROOT": "/tmp/runs\n",
+    "DURABLE_MANUS_TOOL_SANDBOX": "docker",
+    "DURABLE_MANUS_TOOL_NETWORK": "lan",
+    "DURABLE_MANUS_WORKFLOW_SANDBOX": "maybe",
+    "DURABLE_MANUS_DEPLOYMENT_NAME": "durable.manus",
+    "DURABLE_MANUS_BUILD_ID": "v" * 256,
+    "BRAVE_API_KEY": "brave-secret\n",
+    "TAVILY_API_KEY": " tvly-secret",
+    "TEMPORAL_TASK_QUEUE": "queue\n",
+    "DURABLE_MANUS_SERVER_WAIT": "soon",
+    "DURABLE_MANUS_PICKUP_WAIT": "0",
+}
+"""A value each variable refuses."""
+
+
+def test_every_variable_has_a_bad_value_here():
+    from config.environment import VARIABLES
+
+    assert sorted(BAD_VALUES) == sorted(v.name for v in VARIABLES)
+
+
+@pytest.mark.parametrize("name", sorted(BAD_VALUES))
+def test_a_bad_value_of_each_variable_is_one_line_naming_it(tmp_path, name):
+    from config.environment import BY_NAME
+
+    env = {"DURABLE_MANUS_CONFIG": "", name: BAD_VALUES[name]}
+    if name.startswith("DURABLE_MANUS_BUILD") or name.startswith("DURABLE_MANUS_DEPLOYMENT"):
+        env |= {"DURABLE_MANUS_DEPLOYMENT_NAME": "manus", "DURABLE_MANUS_BUILD_ID": "v1", name: BAD_VALUES[name]}
+    with pytest.raises(ConfigError) as err:
+        load_settings(env=env)
+    message = str(err.value)
+    assert "\n" not in message and name in message, message
+    if BY_NAME[name].secret:
+        assert BAD_VALUES[name].strip() not in message
+
+
+def test_every_variable_is_documented_with_what_it_sets():
+    from config.environment import VARIABLES
+
+    page = (REPO_DIR / "docs" / "configuration.md").read_text(encoding="utf-8")
+    rows = {}
+    for line in page.splitlines():
+        cells = [cell.strip().strip("`") for cell in line.strip().strip("|").split("|")]
+        if line.startswith("| `") and len(cells) == 3:
+            rows[cells[0]] = cells[1]
+    assert rows == {v.name: v.setting for v in VARIABLES}
+
+
+def test_a_variable_that_sets_a_key_is_checked_like_the_file_s_value(tmp_path):
+    from_file = config_error(tmp_path, '[tools]\nnetwork = "lan"\n')
+    from_env = config_error(tmp_path, "", {"DURABLE_MANUS_TOOL_NETWORK": "lan"})
+    assert from_env == f"{from_file} (from DURABLE_MANUS_TOOL_NETWORK)"
+    assert load_config(tmp_path, '[tools]\nnetwork = "lan"\n', {"DURABLE_MANUS_TOOL_NETWORK": "internet"}).tool_network == "internet"
+
+
+def test_azure_s_api_version_from_the_environment_only_fills_in(tmp_path):
+    azure = '[llm]\napi_type = "azure"\nbase_url = "https://res.openai.azure.com"\napi_key = "k"\n'
+    env = {"OPENAI_API_VERSION": "2024-10-21"}
+    assert load_config(tmp_path, azure, env).llm["default"].api_version == "2024-10-21"
+    pinned = load_config(tmp_path, azure + 'api_version = "2024-08-01-preview"\n', env)
+    assert pinned.llm["default"].api_version == "2024-08-01-preview"
