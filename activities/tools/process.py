@@ -20,7 +20,6 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 
 from temporalio import activity
@@ -37,14 +36,6 @@ from activities.workspace import Workspace
 
 TOOL_HEARTBEAT_TIMEOUT = TOOL_HEARTBEAT.delta
 """Heartbeat timeout of the tool activities (agent_model/tool_spec.py says why 4 s)."""
-
-TOOL_RETRY_INTERVAL = timedelta(seconds=1)
-"""First retry interval of the tool activities. Tool failures come back as
-results, so a retry follows a lost worker and has nothing to back off from,
-but the server rounds a retry interval up to whole seconds (measured: 0.1 s
-and 0.5 s both wait 1 s), so 1 s is the shortest there is. The retry then
-waits for the run's tool lock, which the lost attempt's guard holds until its
-processes are gone."""
 
 LEASE_SECONDS = 3.0
 """The guard kills the call when the worker has not renewed its lease (at every
