@@ -49,7 +49,7 @@ VISION_LLM = "vision"
 """The LLM profile (`[llm.vision]`) that answers calls with an image attached,
 when the worker has one."""
 
-THINK_OPTIONS: dict[str, Any] = THINK_CONFIG.options()
+THINK_OPTIONS = THINK_CONFIG
 """Options for workflow.execute_activity("think", ...); each bound's reason is in
 agent_model/activity_specs.py."""
 

@@ -1,5 +1,5 @@
-"""What a worker hands the tools it runs (agent_model/tool_spec.py Needs):
-built once at worker start, given to each tool file's `build`."""
+"""What a worker hands the tools it runs: built once at worker start, given to
+each tool file's `build` (agent_model/tool_spec.py ToolSpec)."""
 
 from __future__ import annotations
 
@@ -19,18 +19,18 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class WorkerResources:
     workspace: Workspace
-    """Needs.WORKSPACE and Needs.FILES: the run directories under the workspace root."""
+    """The run directories under the workspace root."""
     sandbox: ToolSandbox
-    """Needs.PROCESSES: how tool processes are confined on this worker."""
+    """How tool processes are confined on this worker."""
     web: WebSettings = field(default_factory=WebSettings)
-    """Needs.WEB: the bounds of web_fetch and web_search ([web])."""
+    """The bounds of web_fetch and web_search ([web])."""
     search: SearchSettings = field(default_factory=SearchSettings)
-    """Needs.WEB: the engine chain and its keys ([search])."""
+    """The engine chain and its keys ([search])."""
     web_access: WebAccess = field(default_factory=WebAccess)
-    """Needs.WEB: HTTP to addresses the rules allow (public ones, [web] allow),
+    """HTTP to addresses the rules allow (public ones, [web] allow),
     never to the LLM or Temporal endpoints."""
     mcp_pool: McpPool | None = None
     """The MCP servers of the worker's mcp.json: one connection each, stdio
     servers as its child processes (None: the mcp package is missing)."""
     browser_sessions: BrowserSessions | None = None
-    """Needs.BROWSER: this worker's browsers, one per run (None: no browser here)."""
+    """This worker's browsers, one per run (None: no browser here)."""

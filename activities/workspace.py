@@ -160,7 +160,7 @@ def _checked_name(name: str) -> str:
     return name
 
 
-PREPARE_WORKSPACE_OPTIONS: dict = PREPARE_WORKSPACE_CONFIG.options()
+PREPARE_WORKSPACE_OPTIONS = PREPARE_WORKSPACE_CONFIG
 
 
 class WorkspaceActivities:

@@ -11,7 +11,7 @@ from agent_model.errors import (
     TOKEN_LIMIT_ERROR,
     UNKNOWN_LLM_PROFILE_ERROR,
 )
-from agent_model.tool_spec import ActivityConfig, Retries, Timeout
+from agent_model.tool_spec import NOTHING_TO_WAIT_FOR, WAIT_FOR_THE_CALL, Retries, Timeout, activity_config
 
 THINK = "think"
 PREPARE_WORKSPACE = "prepare_workspace"
@@ -26,7 +26,7 @@ NON_RETRYABLE_THINK_ERRORS = (
 MAX_THINK_RETRY_SECONDS = 60.0
 """Longest wait between think attempts, a Retry-After header included."""
 
-THINK_CONFIG = ActivityConfig(
+THINK_CONFIG = activity_config(
     start_to_close=Timeout(600, "one model call may legitimately take minutes (long outputs, slow models)"),
     heartbeat=Timeout(
         4,
@@ -42,13 +42,15 @@ THINK_CONFIG = ActivityConfig(
         maximum_interval_seconds=MAX_THINK_RETRY_SECONDS,
         non_retryable=NON_RETRYABLE_THINK_ERRORS,
     ),
+    cancellation=WAIT_FOR_THE_CALL,
 )
 
-PREPARE_WORKSPACE_CONFIG = ActivityConfig(
+PREPARE_WORKSPACE_CONFIG = activity_config(
     start_to_close=Timeout(
         10,
         "creating a directory takes milliseconds; 10 s covers a slow disk and bounds how long a run "
         "waits when its worker dies mid-call (no heartbeat)",
     ),
     retries=Retries(5, "idempotent (mkdir exist_ok), so retrying a transient failure is safe"),
+    cancellation=NOTHING_TO_WAIT_FOR,
 )

@@ -9,13 +9,13 @@ docs/deploying.md says.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from enum import Enum
 
-from agent_model.browser import BrowserState
 from agent_model.llm_io import ThinkResponse
 from agent_model.memory import Memory
-from agent_model.messages import Message, ToolCall, ToolChoice, is_empty_reply, user_message
+from agent_model.messages import Message, Role, ToolCall, ToolChoice, is_empty_reply, user_message
 from agent_model.plan import PlanBook
 from agent_model.profiles import AgentProfile
 from agent_model.prompting import fill
@@ -23,7 +23,6 @@ from agent_model.run import MAX_TOOL_CALLS_PER_REPLY, ToolCallRecord
 from agent_model.stuck import is_stuck, reply_signature
 from agent_model.tool_io import observation_message
 from prompts import agent_notes
-from prompts import browser as browser_words
 
 class ReplyKind(Enum):
     CONTENT_FILTERED = "content filtered: the run ends (asking again gets the same verdict)"
@@ -75,16 +74,14 @@ def dropped_calls_reminder(reply: Reply) -> Message:
 
 
 def next_step_message(
-    profile: AgentProfile, directory: str, plans: PlanBook, browser: BrowserState | None = None
+    profile: AgentProfile, directory: str, plans: PlanBook, tool_parts: Collection[str] = ()
 ) -> Message | None:
-    """The prompt added before each think, if the profile has one; once the
-    run's browser has a page open, its URL, title, tabs and scroll follow."""
+    """The prompt added before each think, if the profile has one, followed by
+    what the run's stateful tools add (the browser's open page)."""
     if not profile.next_step_prompt:
         return None
     text = fill(profile.next_step_prompt, directory=directory, plan_status=plan_status(plans))
-    if browser is not None and browser.open:
-        text += "\n\n" + fill(browser_words.BROWSER_STATE, state=browser.prompt_lines())
-    return user_message(text)
+    return user_message("\n\n".join([text, *tool_parts]))
 
 
 def system_prompt(profile: AgentProfile, directory: str, plans: PlanBook) -> str | None:
@@ -109,9 +106,32 @@ def unknown_tool(profile: AgentProfile, name: str, known: set[str] | dict) -> st
     return f"Error: unknown tool '{name}'. Available tools: {', '.join(profile.tools)}."
 
 
-def observed(call: ToolCall, observation: str, error: bool, limit: int) -> tuple[Message, ToolCallRecord]:
-    """A call's observation as memory keeps it (cut to `limit`), and its record."""
-    message = observation_message(observation, call.id, call.function.name, limit)
+CUT_NOTE_ROOM = 100
+"""Characters clip() may add after a text cut to its limit (the note saying so)."""
+
+
+def is_observation_of(message: Message | None, call: ToolCall, limit: int) -> bool:
+    """Whether an activity's finished message answers this call within its limit."""
+    return (
+        message is not None
+        and message.role == Role.TOOL
+        and message.tool_call_id == call.id
+        and message.name == call.function.name
+        and message.base64_image is None
+        and message.image_file is None
+        and len(message.content or "") <= limit + CUT_NOTE_ROOM
+    )
+
+
+def observed(
+    call: ToolCall, observation: str, error: bool, limit: int, finished: Message | None = None
+) -> tuple[Message, ToolCallRecord]:
+    """A call's observation as memory keeps it (cut to `limit`), and its
+    record: the activity's `finished` message as it is when it answers the call."""
+    if finished is not None and is_observation_of(finished, call, limit):
+        message = finished
+    else:
+        message = observation_message(observation, call.id, call.function.name, limit)
     record = ToolCallRecord(
         id=call.id,
         name=call.function.name,
@@ -122,7 +142,7 @@ def observed(call: ToolCall, observation: str, error: bool, limit: int) -> tuple
     return message, record
 
 
-def stuck_hint_due(memory: Memory, reply: Message, hinted: set[str], threshold: int) -> str | None:
+def stuck_hint_due(memory: Memory, reply: Message, hinted: Collection[str], threshold: int) -> str | None:
     """The reply's signature when it repeats and has not had a hint yet."""
     signature = reply_signature(reply)
     if signature in hinted or not is_stuck(memory.messages, threshold):

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agent_model.tool_arguments import bad_arguments
+from agent_model.tool_io import ProducedObservation
 
 TOOL_NAME = "browser_use"
 MAX_URL_CHARS = 2048
@@ -160,11 +161,11 @@ class BrowserRequest(BaseModel):
     observe_limit: int = 20_000
     """Characters of the output the observation keeps."""
     call_id: str | None = None
-    """The model's id for the call: the worker then writes the observation
-    message to the shared context store (activities/produced_messages.py)."""
+    """The model's id for the call: the worker then finishes the observation
+    message and writes it to the shared context store (activities/produced_messages.py)."""
 
 
-class BrowserResult(BaseModel):
+class BrowserResult(ProducedObservation):
     output: str
     """What the action did, then the page: interactive elements by index."""
     error: bool = False
@@ -176,9 +177,6 @@ class BrowserResult(BaseModel):
     """Path of the screenshot, relative to the run directory."""
     page_text: str | None = None
     """extract_content: the page's readable text, for the extraction call."""
-    stored_digest: str | None = None
-    """Digest of the observation message (`output` as it is) this worker wrote
-    to the shared context store (None: not written)."""
 
 
 class ExtractRequest(BaseModel):

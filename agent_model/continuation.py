@@ -4,9 +4,8 @@ Every step adds events to a run's history, and the server ends a run whose
 history passes its limits (50 MiB or 51,200 events by default). At a step
 boundary, when the server suggests it or a run has taken its configured share
 of steps or history, the run goes on as a new execution of the same workflow
-id: the state below travels in the new execution's input, so the agent goes
-on exactly where it was (agent_model/run.py CarriedState: same memory, plans,
-shell directory, step count).
+id: the run's whole state (agent_model/run_state.py RunState) travels in the new
+execution's input, so the agent goes on exactly where it was.
 
 Step records are the one part that grows with every step; the carried ones are
 the newest that fit in RECORDS_LIMIT, texts cut. All records stay complete in
@@ -21,7 +20,9 @@ from __future__ import annotations
 from agent_model.continuation_limits import ContinuationLimits
 from agent_model.payload import clip, fit, json_size
 from agent_model.plan import PlanBook
-from agent_model.run import AgentRunInput, CarriedState, StepRecord, fit_records
+from agent_model.records import StepRecord
+from agent_model.run import AgentRunInput, fit_records
+from agent_model.run_state import RunState
 
 HISTORY_EVENTS_PER_RUN = 10_000
 """Events after which a run continues as new even if the server has not
@@ -93,8 +94,21 @@ def should_continue_as_new(
     )
 
 
+def carried_state(state: RunState, this_run: str, limits: ContinuationLimits) -> RunState:
+    """The state the next execution starts from: all of it, with the parts
+    that grow with every step compacted."""
+    return state.model_copy(
+        update={
+            "steps_before": state.step,
+            "records": compact_records(state.records, limits),
+            "plans": carried_plans(state.plans, limits),
+            "earlier_runs": carried_run_ids(state.earlier_runs, this_run, limits),
+        }
+    )
+
+
 def continued_input(
-    run: AgentRunInput, carried: CarriedState, workspace: str, limits: ContinuationLimits
+    run: AgentRunInput, carried: RunState, workspace: str, limits: ContinuationLimits
 ) -> AgentRunInput:
     """The input of the next execution, with the run's thresholds; step
     records are dropped if, beyond all the budgets above, it would still be

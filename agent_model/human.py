@@ -9,21 +9,33 @@ one the model gets, and an answer that comes after the timeout is refused.
 
 from __future__ import annotations
 
-from agent_model.run import HumanAnswer, HumanQuestion
+from pydantic import BaseModel, Field
+
+
+class HumanQuestion(BaseModel):
+    id: str
+    text: str
+
+
+class HumanAnswer(BaseModel):
+    question_id: str
+    text: str
 
 
 class QuestionClosed(Exception):
     """An answer that cannot be taken; the message says why."""
 
 
-class QuestionDesk:
-    def __init__(self) -> None:
-        self.pending: HumanQuestion | None = None
-        """The question waiting for an answer."""
-        self.answer: str | None = None
-        """The accepted answer to the latest question, if any."""
-        self.closed: dict[str, str] = {}
-        """Why each earlier question closed, by question id."""
+class QuestionDesk(BaseModel):
+    """Part of the run's state: it travels whole through continue-as-new, so a
+    late answer to an earlier execution's question is refused for its reason."""
+
+    pending: HumanQuestion | None = None
+    """The question waiting for an answer."""
+    answer: str | None = None
+    """The accepted answer to the latest question, if any."""
+    closed: dict[str, str] = Field(default_factory=dict)
+    """Why each earlier question closed, by question id."""
 
     def ask(self, question: HumanQuestion) -> None:
         self.pending, self.answer = question, None

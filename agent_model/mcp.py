@@ -15,7 +15,9 @@ from pydantic import BaseModel, Field
 
 from agent_model.errors import MCP_UNKNOWN_SERVER_ERROR
 from agent_model.tool_arguments import MAX_ARGUMENT_DEPTH
-from agent_model.tool_spec import TOOL_HEARTBEAT, ActivityConfig, Retries, Timeout
+from agent_model.tool_io import ProducedObservation
+from agent_model.tool_spec import NOTHING_TO_WAIT_FOR, TOOL_HEARTBEAT, WAIT_FOR_THE_CALL, Retries, Timeout
+from agent_model.tool_spec import activity_config
 
 LIST_TOOLS_ACTIVITY = "mcp_list_tools"
 CALL_TOOL_ACTIVITY = "mcp_call_tool"
@@ -107,14 +109,13 @@ class McpCallRequest(BaseModel):
     observation message the worker stores is named so."""
 
 
-class McpCallResult(BaseModel):
+class McpCallResult(ProducedObservation):
     output: str
     error: bool = False
     """The tool ran and reported an error (or the server refused the call)."""
     tools_changed: bool = False
     """The server's tool list may have changed since it was last reported:
     it said so, or it was restarted. List the tools again."""
-    stored_digest: str | None = None
 
 
 def schema_for(tool: McpTool) -> dict[str, Any]:
@@ -130,7 +131,7 @@ def schema_for(tool: McpTool) -> dict[str, Any]:
     }
 
 
-MCP_LIST_TOOLS = ActivityConfig(
+MCP_LIST_TOOLS = activity_config(
     start_to_close=Timeout(
         60,
         "servers are listed at once, each bounded by a 30 s connect (a stdio server fetched by npx/uvx on "
@@ -142,10 +143,12 @@ MCP_LIST_TOOLS = ActivityConfig(
         "listing again is harmless",
     ),
     heartbeat=TOOL_HEARTBEAT,
+    cancellation=NOTHING_TO_WAIT_FOR,
 )
-MCP_CALL_TOOL = ActivityConfig(
+MCP_CALL_SECONDS = 300
+MCP_CALL_TOOL = activity_config(
     start_to_close=Timeout(
-        300,
+        MCP_CALL_SECONDS,
         "one MCP tool call; the worker bounds the call itself 15 s earlier, so a hung server is reported "
         "(and retried) rather than timed out",
     ),
@@ -160,4 +163,5 @@ MCP_CALL_TOOL = ActivityConfig(
         non_retryable=(MCP_UNKNOWN_SERVER_ERROR,),
     ),
     heartbeat=TOOL_HEARTBEAT,
+    cancellation=WAIT_FOR_THE_CALL,
 )

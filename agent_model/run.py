@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from agent_model.browser import BrowserState
 from agent_model.continuation_limits import ContinuationLimits
-from agent_model.mcp import McpTool
-from agent_model.memory import Memory
-from agent_model.messages import ToolChoice
+from agent_model.human import HumanAnswer, HumanQuestion
 from agent_model.payload import PAYLOAD_LIMIT, clip, first_within, fit, json_size
-from agent_model.plan import PlanBook
 from agent_model.profiles import AgentProfile, get_profile
+from agent_model.records import StepRecord, ToolCallRecord
+from agent_model.run_state import RunState
 from agent_model.state import AgentState, StopReason
-from agent_model.think_context import ContextSync
 from agent_model.usage import TokenUsage
+
+__all__ = [  # defined elsewhere, named here for the run's callers
+    "HumanAnswer", "HumanQuestion", "RunState", "StepRecord", "ToolCallRecord",
+]
 
 
 class AgentRunInput(BaseModel):
@@ -33,15 +34,14 @@ class AgentRunInput(BaseModel):
     """Overrides the profile's MCP servers (ids in the worker's mcp.json)."""
     workspace: str | None = None
     """Directory name under the workspace root; default: derived from the run id."""
-    tool_choice: ToolChoice | None = None
     steps_per_run: int | None = None
     """Steps after which the run goes on in a new execution (continue-as-new);
     None: only when the history grows large (agent_model/continuation.py)."""
     continuation: ContinuationLimits | None = None
     """When to continue as new and what to carry, resolved by the starter and
     kept by every continued execution; None (older inputs): the worker's code's."""
-    carried: CarriedState | None = None
-    """Set when an earlier execution of this run continued as new: where it was."""
+    carried: RunState | None = None
+    """Set when an earlier execution of this run continued as new: its whole state."""
 
 
 def resolved_profile(run: AgentRunInput) -> AgentProfile:
@@ -50,67 +50,11 @@ def resolved_profile(run: AgentRunInput) -> AgentProfile:
     updates: dict = {}
     if run.max_steps is not None:
         updates["max_steps"] = run.max_steps
-    if run.tool_choice is not None:
-        updates["tool_choice"] = run.tool_choice
     if run.llm is not None:
         updates["llm"] = run.llm
     if run.mcp_servers is not None:
         updates["mcp_servers"] = run.mcp_servers
     return profile.model_copy(update=updates) if updates else profile
-
-
-class ToolCallRecord(BaseModel):
-    id: str
-    name: str
-    arguments: str
-    observation: str = ""
-    error: bool = False
-
-
-class StepRecord(BaseModel):
-    step: int
-    thought: str | None = None
-    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
-    usage: TokenUsage = Field(default_factory=TokenUsage)
-    note: str | None = None
-
-
-class CarriedState(BaseModel):
-    """What an execution hands to the next one of the same run."""
-
-    profile: AgentProfile
-    """The profile as resolved by the first execution (overrides applied)."""
-    directory: str
-    step: int
-    """Steps taken before the next execution begins."""
-    memory: Memory
-    context: ContextSync
-    """What the workers already hold of the window: the next think sends only what is new."""
-    plans: PlanBook = Field(default_factory=PlanBook)
-    usage: TokenUsage = Field(default_factory=TokenUsage)
-    shell_cwd: str | None = None
-    hinted: list[str] = Field(default_factory=list)
-    empty_replies: int = 0
-    records: list[StepRecord] = Field(default_factory=list)
-    """The newest step records, texts cut (agent_model/continuation.py)."""
-    earlier_runs: list[str] = Field(default_factory=list)
-    """Run ids of the earlier executions, oldest first (the newest few; agent_model/continuation.py)."""
-    browser: BrowserState = Field(default_factory=BrowserState)
-    """The run's browser: its tabs, and the worker that holds the live page."""
-    mcp_tools: list[McpTool] = Field(default_factory=list)
-    """The tools of the run's MCP servers, as the model was last shown them."""
-    mcp_stale: bool = False
-    """A server said its tools changed: the next execution lists them before its first think."""
-
-
-class HumanQuestion(BaseModel):
-    id: str
-    text: str
-
-
-class HumanAnswer(BaseModel):
-    question_id: str
-    text: str
 
 
 class AgentStatus(BaseModel):

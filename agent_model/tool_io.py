@@ -22,23 +22,34 @@ class ToolRequest(BaseModel):
     """bash only: the shell's current directory, carried by the workflow between
     calls. None means the run's directory."""
     call_id: str | None = None
-    """The model's id for this call. With observe_limit, the worker writes the
-    observation message the workflow will add to memory into the shared
+    """The model's id for this call. With observe_limit, the worker finishes
+    the observation message that memory takes and writes it to the shared
     context store, so the next think refers to it instead of carrying it."""
     observe_limit: int | None = None
     """Characters of the output the observation keeps (see observation_message)."""
 
 
-class ToolResult(BaseModel):
+class ProducedObservation(BaseModel):
+    """The part of a tool activity's result that memory takes as it is."""
+
+    output: str = ""
+    message: Message | None = None
+    """The observation message, finished by the worker that ran the call when
+    the request named the call (activities/produced_messages.py): the workflow
+    adds exactly this message, and `output` is then empty, so the text is in
+    history once."""
+    stored_digest: str | None = None
+    """Digest of `message` as that worker wrote it to the shared context
+    store (None: not written)."""
+
+
+class ToolResult(ProducedObservation):
     output: str = ""
     error: bool = False
     """True when the tool ran but failed; the output then explains why."""
     base64_image: str | None = None
     cwd: str | None = None
     """bash only: the directory the command ended in."""
-    stored_digest: str | None = None
-    """Digest of the observation message this worker wrote to the shared
-    context store (None: not written)."""
 
 
 class ToolOutput(Protocol):
@@ -52,13 +63,19 @@ class ToolOutput(Protocol):
 
 
 def observation_text(result: ToolOutput) -> str:
-    """What the model is told a tool call gave (the workflow and the worker
-    that stores it build it the same way)."""
+    """What the model is told a tool call gave."""
     output = result.output or "(no output)"
     return f"Error: {output}" if result.error else output
 
 
 def observation_message(text: str, call_id: str, tool: str, limit: int) -> Message:
-    """The memory message of a tool call's observation, cut to `limit` characters.
-    Built the same way by the workflow and by the worker that stores it."""
+    """The memory message of a tool call's observation, cut to `limit` characters."""
     return tool_message(clip(text, limit), call_id, tool)
+
+
+def produced_text(result: ProducedObservation, plain: str) -> str:
+    """What a call gave: the text of the message its worker finished, or
+    `plain` (made from the output) when the worker made none."""
+    if result.message is not None:
+        return result.message.content or ""
+    return plain

@@ -1,10 +1,11 @@
-"""What a tool is, as data: its schema, how it runs, its Web UI summary line and
-the worker resources it needs. Every tool file in tools/ declares one SPEC.
+"""What a tool is, as data: its schema, how it runs, its Web UI summary line,
+the state it keeps across calls and what the workflow does with that state at
+fixed points of a step. Every tool file in tools/ declares one SPEC.
 
 Pure: the workflow imports tool files for their specs, so a tool file imports
 only pure modules at its top; whatever runs on the worker (processes, files)
-reaches the tool's activity through WorkerResources (activities/
-worker_resources.py) when the worker builds it.
+reaches the tool's activity through the worker's resources when the worker
+calls the spec's `build` (typed in the tool file, which may know the worker).
 """
 
 from __future__ import annotations
@@ -12,18 +13,21 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from enum import Enum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
+from pydantic import BaseModel
+from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.workflow import ActivityCancellationType
 
 from agent_model.errors import BAD_TOOL_ARGUMENTS_ERROR
+from agent_model.messages import Message
+from agent_model.plan import PlanBook
+from agent_model.profiles import AgentProfile
+from agent_model.tool_io import ToolRequest, ToolResult
+from agent_model.usage import TokenUsage
 
-if TYPE_CHECKING:
-    from activities.worker_resources import WorkerResources
-    from agent_model.browser import BrowserState
-    from agent_model.plan import PlanBook
-    from agent_model.usage import TokenUsage
+Slot = TypeVar("Slot", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,8 @@ class ToolCallContext:
     index: int
     """The call's place in its reply, from 0."""
     call_id: str
+    tool: str
+    """The function name the model called (an MCP tool's mcp_<server>_<tool>)."""
     llm: str
     """The profile's LLM, for a tool that asks the model (extract_content)."""
     observe_limit: int
@@ -75,27 +81,43 @@ class Retries:
 
 
 @dataclass(frozen=True)
-class ActivityConfig:
-    """How an activity is scheduled; every bound carries its reason."""
+class Cancellation:
+    kind: ActivityCancellationType
+    why: str
+    """One line: what must be over before a cancelled run may end."""
 
-    start_to_close: Timeout
-    retries: Retries
-    heartbeat: Timeout | None = None
-    schedule_to_start: Timeout | None = None
-    """Only for a worker's own task queue: how long a task may wait there
-    before its worker counts as gone."""
 
-    def options(self) -> dict[str, Any]:
-        """Keyword arguments of workflow.execute_activity."""
-        options: dict[str, Any] = {
-            "start_to_close_timeout": self.start_to_close.delta,
-            "retry_policy": self.retries.policy(),
-        }
-        if self.heartbeat is not None:
-            options["heartbeat_timeout"] = self.heartbeat.delta
-        if self.schedule_to_start is not None:
-            options["schedule_to_start_timeout"] = self.schedule_to_start.delta
-        return options
+WAIT_FOR_THE_CALL = Cancellation(
+    ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    "a cancelled run ends only once the call has stopped (its processes killed, its server call or "
+    "browser action over): nothing the run started outlives it",
+)
+NOTHING_TO_WAIT_FOR = Cancellation(
+    ActivityCancellationType.TRY_CANCEL,
+    "the call has no effect worth waiting for (a directory made, a listing, a best-effort close)",
+)
+
+
+def activity_config(
+    *,
+    start_to_close: Timeout,
+    retries: Retries,
+    cancellation: Cancellation,
+    heartbeat: Timeout | None = None,
+    schedule_to_start: Timeout | None = None,
+) -> workflow.ActivityConfig:
+    """How an activity is scheduled (the SDK's keyword arguments of
+    execute_activity); every bound is given with its reason."""
+    config = workflow.ActivityConfig(
+        start_to_close_timeout=start_to_close.delta,
+        retry_policy=retries.policy(),
+        cancellation_type=cancellation.kind,
+    )
+    if heartbeat is not None:
+        config["heartbeat_timeout"] = heartbeat.delta
+    if schedule_to_start is not None:
+        config["schedule_to_start_timeout"] = schedule_to_start.delta
+    return config
 
 
 TOOL_HEARTBEAT = Timeout(
@@ -113,29 +135,21 @@ TOOL_RETRIES_AFTER_A_LOST_WORKER = Retries(
 )
 
 
-class Needs(Enum):
-    """Worker resources a tool's activity uses (activities/worker_resources.py)."""
-
-    WORKSPACE = "the run directories under the workspace root"
-    PROCESSES = "confined processes: the tool sandbox, limits, the run's tool lock"
-    FILES = "file access beneath a run directory that follows no link out"
-    WEB = "HTTP to checked public addresses, the search engines and their keys"
-    BROWSER = "a confined Chromium per run, reached on the worker's own task queue"
-
-
 @dataclass(frozen=True)
 class ToolOutcome:
     """What a tool call gave: the observation, and whether the call failed."""
 
     observation: str
     error: bool = False
-    image_file: str | None = None
-    """An image the tool wrote, relative to the run directory (a screenshot):
-    shown to the model, kept out of history."""
+    message: Message | None = None
+    """The observation message exactly as memory takes it, when the activity
+    that ran the call made it (and wrote it to the shared context store, with
+    `stored_digest`); otherwise the workflow makes it from `observation`."""
     stored_digest: str | None = None
-    """Digest of the observation message an activity of the tool wrote to the
-    shared context store (agent_model/think_context.py); ignored unless it
-    matches the observation."""
+    after: tuple[Message, ...] = ()
+    """Messages for memory after the reply's tool messages (the tool role can
+    carry neither images nor notes of the workflow's own): a screenshot, a
+    note that the browser session was restored."""
 
 
 class RunEnds(Exception):
@@ -147,15 +161,29 @@ class RunEnds(Exception):
 
 
 class WorkflowTools(Protocol):
-    """What the workflow offers the tools that run inside it."""
+    """What the workflow offers the tools that run inside it and the hooks of
+    stateful tools."""
 
     plans: PlanBook
-    browser: BrowserState
-    """The run's browser as its last action left it (tools/browser_use.py)."""
 
     @property
     def call(self) -> ToolCallContext:
         """The step and call being handled, and where the run lives."""
+        ...
+
+    @property
+    def profile(self) -> AgentProfile: ...
+
+    def slot(self, tool: str, model: type[Slot]) -> Slot:
+        """The tool's state in the run (agent_model/run_state.py)."""
+        ...
+
+    def keep(self, tool: str, value: BaseModel) -> None:
+        """Replaces the tool's state in the run."""
+        ...
+
+    def note(self, text: str) -> None:
+        """Adds a note for the model to memory (before the next think)."""
         ...
 
     def spent(self, usage: TokenUsage) -> None:
@@ -169,26 +197,62 @@ class WorkflowTools(Protocol):
 
 WorkflowHandler = Callable[[WorkflowTools, dict[str, Any]], Awaitable[ToolOutcome]]
 """A tool that runs in the workflow: no I/O, deterministic; it may raise RunEnds."""
+Hook = Callable[[WorkflowTools], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class ToolState(Generic[Slot]):
+    """A tool's own state in the run, and what the workflow does with it. The
+    workflow calls these at fixed points for every tool the run uses, and
+    names no tool itself."""
+
+    model: type[Slot]
+    """The slot's model; its defaults are the state before the first call."""
+    prompt: Callable[[Slot], str | None] | None = None
+    """Its part of the next-step prompt (the browser's page)."""
+    before_think: Hook | None = None
+    """Work before each think (MCP lists its servers' tools when they changed)."""
+    definitions: Callable[[Slot], list[dict[str, Any]]] | None = None
+    """Function definitions it adds to each think (MCP: its servers' tools)."""
+    answers: Callable[[Slot, str], bool] | None = None
+    """Function names besides its own that its handler takes (MCP's tools)."""
+    into_request: Callable[[Slot, ToolRequest], ToolRequest] | None = None
+    """An activity tool: its state's part of the request (bash: the shell's directory)."""
+    from_result: Callable[[Slot, ToolResult], Slot] | None = None
+    """An activity tool: its state after a call."""
+    at_run_end: Hook | None = None
+    """Work once the run is over, however it ended (the browser closes)."""
+
+
+def named_in_profile(spec: ToolSpec, profile: AgentProfile) -> bool:
+    return spec.name in profile.tools
 
 
 @dataclass(frozen=True)
 class ToolSpec:
     name: str
-    schema: dict[str, Any]
-    """The function definition the model is given."""
+    schema: dict[str, Any] | None
+    """The function definition the model is given; None for a tool that only
+    offers functions of its state (MCP)."""
     summary: Callable[[dict[str, Any]], str] = lambda arguments: ""
     """What the Web UI shows after the tool's name for one call's arguments."""
-    activity: ActivityConfig | None = None
+    activity: workflow.ActivityConfig | None = None
     """Set for a tool that runs as an activity (of the same name)."""
     handler: WorkflowHandler | None = None
     """Set for a tool that runs in the workflow."""
-    needs: frozenset[Needs] = field(default_factory=frozenset)
-    build: Callable[[WorkerResources], Callable[..., Awaitable[Any]]] | None = None
+    state: ToolState[Any] | None = None
+    """Set for a tool that keeps state across calls."""
+    used_by: Callable[[ToolSpec, AgentProfile], bool] = named_in_profile
+    """Whether a run with the profile uses the tool (its hooks run)."""
+    on_own_queue: bool = False
+    """Its activities hold a live session on their worker, so the worker also
+    serves them on its own task queue (the browser)."""
+    build: Callable[[Any], Callable[..., Awaitable[Any]]] | None = None
     """Worker side, for an activity tool: makes the activity from the worker's
     resources (the workflow never calls it)."""
-    build_many: Callable[[WorkerResources], list[Callable[..., Awaitable[Any]]]] | None = None
+    build_many: Callable[[Any], list[Callable[..., Awaitable[Any]]]] | None = None
     """Worker side, for a workflow tool whose handler schedules activities of
-    its own (browser_use): makes them."""
+    its own (browser_use, MCP): makes them."""
 
     def __post_init__(self) -> None:
         if (self.activity is None) == (self.handler is None):
@@ -197,8 +261,10 @@ class ToolSpec:
             raise ValueError(f"tool {self.name}: an activity tool needs build, a workflow tool none")
         if self.build_many is not None and self.handler is None:
             raise ValueError(f"tool {self.name}: build_many is for a workflow tool's own activities")
-        if self.schema.get("function", {}).get("name") != self.name:
+        if self.schema is not None and self.schema.get("function", {}).get("name") != self.name:
             raise ValueError(f"tool {self.name}: its schema names another function")
+        if self.schema is None and (self.state is None or self.state.answers is None):
+            raise ValueError(f"tool {self.name}: a tool without a schema must answer functions of its state")
 
     @property
     def runs_in_workflow(self) -> bool:

@@ -124,7 +124,7 @@ class Scenario:
 
 SCENARIOS = [
     Scenario("think", "think", EDITOR, {"command": "view", "path": NOTES}, THINK_OPTIONS),
-    Scenario("bash", bash.NAME, bash.NAME, {"command": SLOW_BASH}, bash.CONFIG.options()),
+    Scenario("bash", bash.NAME, bash.NAME, {"command": SLOW_BASH}, bash.CONFIG),
 ]
 
 

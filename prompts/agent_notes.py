@@ -55,3 +55,4 @@ TOO_MANY_CALLS_REMINDER = (
 TOO_MANY_CALLS_STEP_NOTE = "{dropped} tool call(s) beyond the first {kept} of the reply were dropped"
 
 SCREENSHOT_NOTE = "Screenshot of the browser after the action above."
+TOOL_IMAGE_NOTE = "Image produced by the tool above."

@@ -26,7 +26,6 @@ from activities.web.access import WebAccess
 from activities.browser.sessions import BrowserSessions
 from activities.web.search import WebSearch
 from activities.worker_resources import WorkerResources
-from agent_model.tool_spec import Needs
 from activities.workspace import Workspace, WorkspaceActivities
 from tools import TOOLS
 from config.mcp_config import MCP_CONFIG_VARIABLE, MCP_FILE_NAME
@@ -161,22 +160,11 @@ def mcp_pool(settings: Settings) -> McpPool | None:
     return McpPool(settings.mcp_servers)
 
 
-def mcp_activities(resources: WorkerResources) -> list[Any]:
-    if resources.mcp_pool is None:
-        from activities.mcp_missing import McpMissing
-
-        return McpMissing().all()
-    from activities.mcp.activities import McpActivities
-
-    return McpActivities(resources.mcp_pool).all()
-
-
 def activities_for(
     settings: Settings, sandbox: ToolSandbox | None = None, resources: WorkerResources | None = None
 ) -> list[Any]:
     resources = resources or worker_resources(settings, sandbox)
     return [
-        *mcp_activities(resources),
         LLMActivities(settings.llm, ContextStore(settings.workspace_root), resources.workspace).think,
         WorkspaceActivities(resources.workspace).prepare_workspace,
         # One activity per tool file that runs as one, and the activities of
@@ -188,11 +176,11 @@ def activities_for(
 
 def own_queue_activities(resources: WorkerResources) -> list[Any]:
     """The activities served on the worker's own task queue: those of the tools
-    that hold a live session on this worker (Needs.BROWSER)."""
+    that hold a live session on this worker (ToolSpec.on_own_queue)."""
     return [
         a
         for spec in TOOLS.values()
-        if spec.build_many is not None and Needs.BROWSER in spec.needs
+        if spec.build_many is not None and spec.on_own_queue
         for a in spec.build_many(resources)
     ]
 

@@ -172,6 +172,9 @@ def test_builtin_profiles_use_known_tools_and_end_with_terminate():
 
 def test_tool_schemas_are_well_formed_function_tools():
     for name, spec in TOOLS.items():
+        if spec.schema is None:  # a tool that offers only functions of its state (MCP)
+            assert spec.state is not None and spec.state.answers is not None and spec.state.definitions is not None
+            continue
         function = spec.schema["function"]
         assert spec.schema["type"] == "function"
         assert function["name"] == name

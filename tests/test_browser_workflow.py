@@ -211,8 +211,11 @@ async def test_a_killed_worker_s_browser_session_is_restored_and_the_run_finishe
     opened, switched = result.steps[1].tool_calls[0], result.steps[2].tool_calls[0]
     assert "lost" not in opened.observation
     assert not switched.error, switched.observation
-    assert switched.observation.startswith(SESSION_LOST_RESTORED)
-    assert "Switched to tab [0]" in switched.observation and form in switched.observation
+    assert switched.observation.startswith("Switched to tab [0]") and form in switched.observation
+    # The note is the workflow's own message, after the tool's (which memory takes as its worker made it).
+    seen = fake.requests[-1].messages
+    after = next(i for i, m in enumerate(seen) if m["role"] == "tool" and "Switched to tab [0]" in m["content"]) + 1
+    assert seen[after] == {"role": "user", "content": SESSION_LOST_RESTORED}
 
 
 def descendants(root: int) -> list[int]:

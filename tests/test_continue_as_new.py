@@ -25,7 +25,7 @@ from agent_model.messages import assistant_message, tool_message, user_message
 from agent_model.payload import json_size
 from agent_model.plan import PlanBook
 from agent_model.profiles import AgentProfile
-from agent_model.run import AgentRunInput, AgentRunResult, CarriedState, StepRecord, ToolCallRecord
+from agent_model.run import AgentRunInput, AgentRunResult, RunState, StepRecord, ToolCallRecord
 from agent_model.state import StopReason
 from agent_model.think_context import ContextSync
 from runtime import run_control
@@ -81,7 +81,7 @@ def test_the_carried_state_of_a_maximal_run_fits_in_one_payload():
     kept = compact_records(records, LIMITS)
     assert json_size(kept) <= RECORDS_LIMIT
     assert kept[-1].step == 3000 and [r.step for r in kept] == list(range(kept[0].step, 3001))
-    carried = CarriedState(
+    carried = RunState(
         profile=PROFILE, directory="/w/run", step=3000, memory=memory, context=ContextSync(key="k"),
         plans=PlanBook(), records=kept, earlier_runs=["r" * 36] * 20,
     )
@@ -97,7 +97,7 @@ def test_step_records_give_way_when_the_next_input_would_be_too_large():
         memory.add(assistant_message("a" * 50_000))
     records = [StepRecord(step=n, thought="r" * 20_000) for n in range(1, 20)]
     wordy = PROFILE.model_copy(update={"system_prompt": "p" * 1_300_000})  # a profile given with the run
-    carried = CarriedState(
+    carried = RunState(
         profile=wordy, directory="/w", step=19, memory=memory, context=ContextSync(key="k"), records=compact_records(records, LIMITS)
     )
     run = continued_input(AgentRunInput(task="t" * 600_000, profile=wordy), carried, "run", LIMITS)

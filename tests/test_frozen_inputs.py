@@ -9,7 +9,7 @@ from agent_model import continuation
 from agent_model.continuation import HISTORY_EVENTS_PER_RUN, RECORDS_LIMIT, continued_input, current_limits
 from agent_model.memory import Memory
 from agent_model.profiles import DATA_ANALYSIS, MANUS
-from agent_model.run import CarriedState
+from agent_model.run import RunState
 from agent_model.think_context import ContextSync
 from runtime.run_start import agent_run_input, planning_flow_input
 
@@ -37,7 +37,7 @@ def test_the_starters_flow_input_holds_every_agents_profile_and_the_thresholds()
 def test_a_continued_execution_keeps_the_runs_thresholds(monkeypatch):
     run = agent_run_input("t", agent="manus")
     monkeypatch.setattr(continuation, "HISTORY_EVENTS_PER_RUN", 1)  # a later worker's code
-    carried = CarriedState(profile=run.profile, directory="/w", step=1, memory=Memory(), context=ContextSync(key="k"))
+    carried = RunState(profile=run.profile, directory="/w", step=1, memory=Memory(), context=ContextSync(key="k"))
     continued = continued_input(run, carried, "w", run.continuation)
     assert continued.continuation.history_events == HISTORY_EVENTS_PER_RUN
     assert continued.carried.profile == MANUS

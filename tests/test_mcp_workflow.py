@@ -162,7 +162,8 @@ async def test_a_worker_without_the_mcp_package_says_so(monkeypatch, tmp_path, c
     from temporalio.testing import ActivityEnvironment
 
     from agent_model.mcp import McpCallRequest, McpListRequest
-    from runtime.worker_factory import mcp_activities, mcp_pool, worker_resources
+    from runtime.worker_factory import mcp_pool, worker_resources
+    from tools.mcp_tools import build_many as mcp_activities
 
     monkeypatch.setitem(sys.modules, "activities.mcp.pool", None)  # its import now fails, as without mcp
     settings = mcp_settings("http://127.0.0.1:1/v1", tmp_path)

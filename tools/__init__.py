@@ -2,7 +2,7 @@
 
 A tool file declares SPEC (agent_model/tool_spec.py): its schema, how it runs
 (an activity with its options, or a handler that runs in the workflow), its Web
-UI summary and the worker resources it needs. The registry below is every
+UI summary, and the state it keeps in the run with its hooks. The registry below is every
 SPEC found in this package; the workflow dispatches through it and the worker
 builds its activities from it, so adding a tool is adding a file here and
 naming the tool in a profile (README, "Adding a tool").
@@ -16,6 +16,7 @@ import importlib
 import pkgutil
 from typing import Any
 
+from agent_model.profiles import AgentProfile
 from agent_model.tool_spec import ToolSpec
 
 TOOLS: dict[str, ToolSpec] = {}
@@ -36,7 +37,12 @@ def discover() -> dict[str, ToolSpec]:
 
 
 def schemas(names: list[str]) -> list[dict[str, Any]]:
-    return [TOOLS[n].schema for n in names if n in TOOLS]
+    return [schema for n in names if n in TOOLS and (schema := TOOLS[n].schema) is not None]
+
+
+def used_by(profile: AgentProfile) -> list[ToolSpec]:
+    """The tools a run with this profile uses: their hooks run in its steps."""
+    return [spec for spec in TOOLS.values() if spec.used_by(spec, profile)]
 
 
 def activity_summary(name: str, arguments: dict[str, Any], limit: int = 80) -> str:

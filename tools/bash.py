@@ -11,12 +11,13 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel, ConfigDict
 from temporalio import activity
 
 from agent_model.tool_arguments import required_string
 from agent_model.tool_io import ToolRequest, ToolResult
-from agent_model.tool_spec import TOOL_HEARTBEAT, TOOL_RETRIES_AFTER_A_LOST_WORKER, ActivityConfig, Needs, Timeout
-from agent_model.tool_spec import ToolSpec, first_line_of
+from agent_model.tool_spec import TOOL_HEARTBEAT, TOOL_RETRIES_AFTER_A_LOST_WORKER, WAIT_FOR_THE_CALL, Timeout, activity_config
+from agent_model.tool_spec import ToolSpec, ToolState, first_line_of
 
 if TYPE_CHECKING:  # worker side; imported when the worker builds the activity
     from activities.worker_resources import WorkerResources
@@ -60,11 +61,29 @@ def schema(timeout: float = DEFAULT_TIMEOUT) -> dict:
 
 SCHEMA = schema()
 
-CONFIG = ActivityConfig(
+CONFIG = activity_config(
     start_to_close=Timeout(240, "must outlast the command's own timeout (120 s) plus start-up and kill"),
     heartbeat=TOOL_HEARTBEAT,
+    cancellation=WAIT_FOR_THE_CALL,
     retries=TOOL_RETRIES_AFTER_A_LOST_WORKER,
 )
+
+
+class ShellState(BaseModel):
+    """bash's slot in the run: the directory the last command ended in."""
+
+    model_config = ConfigDict(frozen=True)
+
+    cwd: str | None = None
+    """None: the run's directory."""
+
+
+def _with_shell_dir(shell: ShellState, request: ToolRequest) -> ToolRequest:
+    return request.model_copy(update={"cwd": shell.cwd})
+
+
+def _after_command(shell: ShellState, result: ToolResult) -> ShellState:
+    return ShellState(cwd=result.cwd) if result.cwd else shell
 
 
 class Bash:
@@ -113,7 +132,7 @@ SPEC = ToolSpec(
     schema=SCHEMA,
     summary=first_line_of("command"),
     activity=CONFIG,
-    needs=frozenset({Needs.WORKSPACE, Needs.PROCESSES}),
+    state=ToolState(model=ShellState, into_request=_with_shell_dir, from_result=_after_command),
     build=build,
 )
 

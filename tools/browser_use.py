@@ -33,10 +33,12 @@ from agent_model.browser import (
     checked_action,
 )
 from agent_model.llm_io import ThinkRequest, ThinkResponse
-from agent_model.messages import ToolChoice, user_message
+from agent_model.messages import Message, ToolChoice, user_message
+from agent_model.tool_io import produced_text
 from agent_model.prompting import fill
-from agent_model.tool_spec import TOOL_HEARTBEAT, ActivityConfig, Needs, Retries, Timeout, ToolOutcome, ToolSpec
-from agent_model.tool_spec import WorkflowTools
+from agent_model.tool_spec import NOTHING_TO_WAIT_FOR, TOOL_HEARTBEAT, WAIT_FOR_THE_CALL, Retries, Timeout
+from agent_model.tool_spec import ToolOutcome, ToolSpec, ToolState, WorkflowTools, activity_config
+from prompts import agent_notes
 from prompts import browser as words
 
 if TYPE_CHECKING:  # worker side; imported when the worker builds the activities
@@ -99,30 +101,31 @@ LOST_WORKER = Retries(
     "not retried by the server: a retry would wait on the queue of the worker that was lost; "
     "the tool itself restores the session on any worker instead (see the module docstring)",
 )
-ACT_CONFIG = ActivityConfig(
-    start_to_close=Timeout(
-        150,
-        "a session restore reopens up to 8 tabs, then the action and a screenshot, each bounded "
-        "by [browser] navigation_timeout (at most 120 s in all for the restore)",
-    ),
-    heartbeat=TOOL_HEARTBEAT,
-    retries=LOST_WORKER,
+ACT_TIMEOUT = Timeout(
+    150,
+    "a session restore reopens up to 8 tabs, then the action and a screenshot, each bounded "
+    "by [browser] navigation_timeout (at most 120 s in all for the restore)",
+)
+ACT_CONFIG = activity_config(
+    start_to_close=ACT_TIMEOUT, heartbeat=TOOL_HEARTBEAT, retries=LOST_WORKER, cancellation=WAIT_FOR_THE_CALL
 )
 SESSION_WORKER_START = Timeout(
     10,
     "a live worker polls its own queue all the time and runs one action per run at a time, "
     "so an action that waits 10 s there means that worker is gone",
 )
-ON_SESSION_WORKER = ActivityConfig(
-    start_to_close=ACT_CONFIG.start_to_close,
-    heartbeat=ACT_CONFIG.heartbeat,
+ON_SESSION_WORKER = activity_config(
+    start_to_close=ACT_TIMEOUT,
+    heartbeat=TOOL_HEARTBEAT,
     retries=LOST_WORKER,
     schedule_to_start=SESSION_WORKER_START,
+    cancellation=WAIT_FOR_THE_CALL,
 )
-CLOSE_CONFIG = ActivityConfig(
+CLOSE_CONFIG = activity_config(
     start_to_close=Timeout(20, "closing a browser ends its processes; 20 s covers a browser that must be killed"),
     retries=Retries(1, "best effort: a browser left open is closed by its worker when idle"),
     schedule_to_start=Timeout(5, "the run is over; a worker that is gone has no browser left to close"),
+    cancellation=NOTHING_TO_WAIT_FOR,
 )
 
 async def browse(tools: WorkflowTools, arguments: dict[str, Any]) -> ToolOutcome:
@@ -131,22 +134,31 @@ async def browse(tools: WorkflowTools, arguments: dict[str, Any]) -> ToolOutcome
         action = checked_action(arguments, NAME)
     except ApplicationError as e:
         return ToolOutcome(f"Error: {e.message}", error=True)
-    if action["action"] == "open_tab" and len(tools.browser.tabs) >= MAX_TABS:
+    browser = tools.slot(NAME, BrowserState)
+    if action["action"] == "open_tab" and len(browser.tabs) >= MAX_TABS:
         return ToolOutcome(fill(words.TOO_MANY_TABS, limit=MAX_TABS), error=True)
 
-    result, lost = await _act(tools, action)
-    tools.browser = result.state
-    observation, stored_digest = result.output, result.stored_digest
-    if lost is not None:
-        observation = f"{lost}\n\n{observation}"
-    elif result.restored:
-        observation = f"{words.SESSION_REOPENED}\n\n{observation}"
+    result, lost = await _act(tools, browser, action)
+    tools.keep(NAME, result.state)
+    after: list[Message] = []
+    if lost is not None or result.restored:
+        after.append(user_message(lost or words.SESSION_REOPENED))
+    if result.screenshot:
+        after.append(user_message(agent_notes.SCREENSHOT_NOTE, image_file=result.screenshot))
     if result.page_text is not None and not result.error:
-        observation = await _extract(tools, action["goal"], result)
-    return ToolOutcome(observation, error=result.error, image_file=result.screenshot, stored_digest=stored_digest)
+        return ToolOutcome(await _extract(tools, action["goal"], result), after=tuple(after))
+    return ToolOutcome(
+        produced_text(result, result.output),
+        error=result.error,
+        message=result.message,
+        stored_digest=result.stored_digest,
+        after=tuple(after),
+    )
 
 
-async def _act(tools: WorkflowTools, action: dict[str, Any]) -> tuple[BrowserResult, str | None]:
+async def _act(
+    tools: WorkflowTools, browser: BrowserState, action: dict[str, Any]
+) -> tuple[BrowserResult, str | None]:
     """The action's result, and a note for the model when the session's worker
     was lost on the way (the session was restored on another one)."""
     call = tools.call
@@ -154,12 +166,12 @@ async def _act(tools: WorkflowTools, action: dict[str, Any]) -> tuple[BrowserRes
         workspace=call.workspace,
         session=workflow.info().workflow_id,
         action=action,
-        restore=tools.browser.without_session(),
+        restore=browser.without_session(),
         screenshot_name=f"step-{call.step:04d}-{call.index + 1}.jpg",
         observe_limit=call.observe_limit,
         call_id=call.call_id,
     )
-    queue = tools.browser.session_queue
+    queue = browser.session_queue
     try:
         return await _run(request, queue), None
     except ActivityError as e:
@@ -175,14 +187,13 @@ async def _act(tools: WorkflowTools, action: dict[str, Any]) -> tuple[BrowserRes
 
 
 async def _run(request: BrowserRequest, queue: str | None) -> BrowserResult:
-    config = ACT_CONFIG if queue is None else ON_SESSION_WORKER
     return await workflow.execute_activity(
         ACT,
         request,
         result_type=BrowserResult,
         task_queue=queue,
         summary=_summary_of(request.action),
-        **config.options(),
+        **(ACT_CONFIG if queue is None else ON_SESSION_WORKER),
     )
 
 
@@ -212,23 +223,28 @@ async def _extract(tools: WorkflowTools, goal: str, result: BrowserResult) -> st
         request,
         result_type=ThinkResponse,
         summary=f"extract_content: {goal}"[:80],
-        **THINK_CONFIG.options(),
+        **THINK_CONFIG,
     )
     tools.spent(response.usage)
     return fill(words.EXTRACTED, url=url, text=response.message.content or "(nothing found)")
 
 
-async def close_session(state: BrowserState) -> None:
+async def close_session(tools: WorkflowTools) -> None:
     """Closes the run's browser on its worker, if it still has one (best effort)."""
-    if state.session_queue is None:
+    queue = tools.slot(NAME, BrowserState).session_queue
+    if queue is None:
         return
     try:
         await workflow.execute_activity(
-            CLOSE, workflow.info().workflow_id, task_queue=state.session_queue, summary="close the browser",
-            **CLOSE_CONFIG.options(),
+            CLOSE, workflow.info().workflow_id, task_queue=queue, summary="close the browser", **CLOSE_CONFIG
         )
     except (ActivityError, asyncio.CancelledError):
         pass  # the worker closes an idle browser itself
+
+
+def page_prompt(browser: BrowserState) -> str | None:
+    """The next-step prompt's part once a page is open: URL, title, tabs, scroll."""
+    return fill(words.BROWSER_STATE, state=browser.prompt_lines()) if browser.open else None
 
 
 def _summary_of(action: dict[str, Any]) -> str:
@@ -256,7 +272,7 @@ class BrowserActivities:
         await self.sessions.close(session)
 
 
-def build_many(resources: WorkerResources):
+def build_many(resources: WorkerResources) -> list[Any]:
     from activities.browser.sessions import BrowserSessions
 
     sessions = resources.browser_sessions
@@ -271,6 +287,7 @@ SPEC = ToolSpec(
     schema=SCHEMA,
     summary=summary,
     handler=browse,
-    needs=frozenset({Needs.BROWSER, Needs.WEB, Needs.WORKSPACE}),
+    state=ToolState(model=BrowserState, prompt=page_prompt, at_run_end=close_session),
+    on_own_queue=True,
     build_many=build_many,
 )

@@ -9,7 +9,7 @@ from temporalio import activity
 
 from agent_model.tool_arguments import required_string
 from agent_model.tool_io import ToolRequest, ToolResult
-from agent_model.tool_spec import TOOL_HEARTBEAT, TOOL_RETRIES_AFTER_A_LOST_WORKER, ActivityConfig, Needs, Timeout
+from agent_model.tool_spec import TOOL_HEARTBEAT, TOOL_RETRIES_AFTER_A_LOST_WORKER, WAIT_FOR_THE_CALL, Timeout, activity_config
 from agent_model.tool_spec import ToolSpec, first_line_of
 
 if TYPE_CHECKING:  # worker side; imported when the worker builds the activity
@@ -42,13 +42,14 @@ SCHEMA = {
     },
 }
 
-CONFIG = ActivityConfig(
+CONFIG = activity_config(
     start_to_close=Timeout(
         120,
         "must outlast the tool's own timeout (30 s) plus start-up and kill; that timeout, not this "
         "one, normally ends a runaway program",
     ),
     heartbeat=TOOL_HEARTBEAT,
+    cancellation=WAIT_FOR_THE_CALL,
     retries=TOOL_RETRIES_AFTER_A_LOST_WORKER,
 )
 
@@ -88,6 +89,5 @@ SPEC = ToolSpec(
     schema=SCHEMA,
     summary=first_line_of("code"),
     activity=CONFIG,
-    needs=frozenset({Needs.WORKSPACE, Needs.PROCESSES}),
     build=build,
 )

@@ -14,7 +14,7 @@ from temporalio import activity
 
 from agent_model.errors import BAD_TOOL_ARGUMENTS_ERROR
 from agent_model.tool_io import ToolRequest, ToolResult
-from agent_model.tool_spec import TOOL_HEARTBEAT, ActivityConfig, Needs, Retries, Timeout, ToolSpec
+from agent_model.tool_spec import TOOL_HEARTBEAT, WAIT_FOR_THE_CALL, Retries, Timeout, ToolSpec, activity_config
 
 if TYPE_CHECKING:  # worker side; imported when the worker builds the activity
     from activities.worker_resources import WorkerResources
@@ -73,9 +73,11 @@ SCHEMA = {
     },
 }
 
-CONFIG = ActivityConfig(
-    start_to_close=Timeout(10, "reading or writing one file (at most 10 MiB) takes milliseconds; 10 s bounds a stalled filesystem"),
+START_TO_CLOSE = Timeout(10, "reading or writing one file (at most 10 MiB) takes milliseconds; 10 s bounds a stalled filesystem")
+CONFIG = activity_config(
+    start_to_close=START_TO_CLOSE,
     heartbeat=TOOL_HEARTBEAT,
+    cancellation=WAIT_FOR_THE_CALL,
     retries=Retries(
         3,
         "safe to retry: view only reads, and a retried edit or undo recognises its own earlier attempt "
@@ -95,7 +97,7 @@ class StrReplaceEditor:
         """options: see activities.file_editor.FileEditor."""
         from activities.file_editor import FileEditor
 
-        options.setdefault("deadline_seconds", CONFIG.start_to_close.seconds - ANSWER_MARGIN_SECONDS)
+        options.setdefault("deadline_seconds", START_TO_CLOSE.seconds - ANSWER_MARGIN_SECONDS)
         self.editor = FileEditor(workspace, **options)
 
     @activity.defn(name=NAME)
@@ -118,6 +120,5 @@ SPEC = ToolSpec(
     schema=SCHEMA,
     summary=summary,
     activity=CONFIG,
-    needs=frozenset({Needs.WORKSPACE, Needs.FILES}),
     build=build,
 )

@@ -13,7 +13,7 @@ from temporalio import activity
 
 from agent_model.tool_arguments import bad_arguments, required_string
 from agent_model.tool_io import ToolRequest, ToolResult
-from agent_model.tool_spec import TOOL_HEARTBEAT, TOOL_RETRIES_AFTER_A_LOST_WORKER, ActivityConfig, Needs, Timeout
+from agent_model.tool_spec import TOOL_HEARTBEAT, TOOL_RETRIES_AFTER_A_LOST_WORKER, WAIT_FOR_THE_CALL, Timeout, activity_config
 from agent_model.tool_spec import ToolSpec
 
 if TYPE_CHECKING:  # worker side; imported when the worker builds the activity
@@ -48,9 +48,10 @@ SCHEMA = {
     },
 }
 
-CONFIG = ActivityConfig(
+CONFIG = activity_config(
     start_to_close=Timeout(90, "must outlast one fetch with its redirects, bounded by [web] timeout (at most 60 s)"),
     heartbeat=TOOL_HEARTBEAT,
+    cancellation=WAIT_FOR_THE_CALL,
     retries=TOOL_RETRIES_AFTER_A_LOST_WORKER,
     # A failed fetch (refused address, timeout, HTTP error) comes back as an
     # observation; the activity's retries only follow a lost worker.
@@ -89,6 +90,5 @@ SPEC = ToolSpec(
     schema=SCHEMA,
     summary=summary,
     activity=CONFIG,
-    needs=frozenset({Needs.WEB}),
     build=build,
 )

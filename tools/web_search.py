@@ -13,7 +13,7 @@ from temporalio import activity
 
 from agent_model.tool_arguments import bad_arguments, required_string
 from agent_model.tool_io import ToolRequest, ToolResult
-from agent_model.tool_spec import TOOL_HEARTBEAT, TOOL_RETRIES_AFTER_A_LOST_WORKER, ActivityConfig, Needs, Timeout
+from agent_model.tool_spec import TOOL_HEARTBEAT, TOOL_RETRIES_AFTER_A_LOST_WORKER, WAIT_FOR_THE_CALL, Timeout, activity_config
 from agent_model.tool_spec import ToolSpec
 
 if TYPE_CHECKING:  # worker side; imported when the worker builds the activity
@@ -55,13 +55,14 @@ SCHEMA = {
 }
 
 SEARCH_BUDGET = 900
-CONFIG = ActivityConfig(
+CONFIG = activity_config(
     start_to_close=Timeout(
         SEARCH_BUDGET,
         "must outlast the fallback chain: up to 5 chain retries of every engine, retry_delay (at most "
         "120 s) apart, each request bounded by [web] timeout; the chain itself stops retrying before this",
     ),
     heartbeat=TOOL_HEARTBEAT,
+    cancellation=WAIT_FOR_THE_CALL,
     retries=TOOL_RETRIES_AFTER_A_LOST_WORKER,
     # An engine's failure is handled inside the activity by the fallback chain
     # and its retries, and comes back as an observation: the activity's own
@@ -124,6 +125,5 @@ SPEC = ToolSpec(
     schema=SCHEMA,
     summary=summary,
     activity=CONFIG,
-    needs=frozenset({Needs.WEB}),
     build=build,
 )

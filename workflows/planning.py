@@ -254,8 +254,7 @@ class PlanningFlowWorkflow:
         budget = self._time_left(reserve=reserve)
         if budget <= timedelta(0):
             raise _ThinkFailed("no time was left")
-        options = THINK_CONFIG.options()
-        options["schedule_to_close_timeout"] = budget
+        options: workflow.ActivityConfig = {**THINK_CONFIG, "schedule_to_close_timeout": budget}
         try:
             response = await workflow.execute_activity(
                 THINK,

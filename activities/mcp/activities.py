@@ -22,14 +22,14 @@ from agent_model.errors import MCP_UNAVAILABLE_ERROR, MCP_UNKNOWN_SERVER_ERROR
 from agent_model.mcp import (
     CALL_TOOL_ACTIVITY,
     LIST_TOOLS_ACTIVITY,
-    MCP_CALL_TOOL,
+    MCP_CALL_SECONDS,
     McpCallRequest,
     McpCallResult,
     McpListRequest,
     McpToolList,
 )
 
-CALL_SECONDS = MCP_CALL_TOOL.start_to_close.seconds - 15
+CALL_SECONDS = MCP_CALL_SECONDS - 15
 """The call itself: under start_to_close, so a hung server is reported as
 McpUnavailable (and probed) before Temporal times the activity out."""
 

@@ -1,0 +1,23 @@
+"""What a run records of each step: the thought, every tool call, its usage."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from agent_model.usage import TokenUsage
+
+
+class ToolCallRecord(BaseModel):
+    id: str
+    name: str
+    arguments: str
+    observation: str = ""
+    error: bool = False
+
+
+class StepRecord(BaseModel):
+    step: int
+    thought: str | None = None
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    note: str | None = None

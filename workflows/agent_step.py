@@ -1,0 +1,204 @@
+"""One step of an agent run: think, then act on the reply.
+
+Memory gets, in order: the next-step prompt, the reply, one tool message per
+call (as its activity finished it, when it did), then what the calls add after
+them (images, the workflow's own notes), then any reminder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from agent_model import agent_loop
+    from agent_model.activity_specs import THINK, THINK_CONFIG
+    from agent_model.agent_loop import (
+        Reply,
+        ReplyKind,
+        dropped_calls_note,
+        dropped_calls_reminder,
+        next_step_message,
+        observed,
+        over_the_per_reply_limit,
+        read_reply,
+        stuck_hint_due,
+    )
+    from agent_model.llm_io import ThinkResponse
+    from agent_model.messages import Message, user_message
+    from agent_model.profiles import AgentProfile
+    from agent_model.prompting import fill
+    from agent_model.records import StepRecord
+    from agent_model.run import observe_limit
+    from agent_model.run_state import RunState
+    from agent_model.state import AgentState, StopReason
+    from agent_model.errors import CONTEXT_MISSING_ERROR, REPLY_TOO_LARGE_ERROR, TOKEN_LIMIT_ERROR
+    from agent_model.think_context import ContextSync
+    from agent_model.tool_spec import RunEnds, ToolOutcome
+    from prompts import agent_notes
+    from workflows.agent_tools import RunTools
+    from workflows.run_ending import Cancelled, RunEnded, cancel_requested, stop_if_cancelled
+
+NOT_RUN_AFTER_THE_END = "Not run: the run ended with an earlier call."
+
+
+class Stepper:
+    def __init__(self, state: RunState, tools: RunTools, publish: Callable[[], None]) -> None:
+        self.state, self.tools, self.publish = state, tools, publish
+
+    @property
+    def profile(self) -> AgentProfile:
+        assert self.state.profile is not None
+        return self.state.profile
+
+    async def step(self) -> None:
+        state, profile = self.state, self.profile
+        await self.tools.before_think()
+        prompt = next_step_message(profile, state.directory, state.plans, self.tools.prompt_parts())
+        if prompt is not None:
+            state.memory.add(prompt)
+
+        response = await self._think()
+        reply = read_reply(response, profile)
+        record = StepRecord(step=state.step, thought=response.message.content, usage=response.usage)
+        if reply.kind == ReplyKind.CONTENT_FILTERED:
+            state.records.append(record)
+            raise RunEnded(StopReason.CONTENT_FILTERED, agent_notes.CONTENT_FILTER_NOTE)
+        if reply.kind == ReplyKind.EMPTY:
+            self._empty_reply(record, response.finish_reason)
+            return
+        state.empty_replies = 0
+        if reply.dropped:
+            record.note = dropped_calls_note(reply)
+        self._remember_produced(reply.message, response.stored_digest)
+        try:
+            await self._act_on(reply, record)
+        finally:
+            # Published whole: followers never see a step that is half done.
+            state.records.append(record)
+            self.publish()
+        if reply.dropped:
+            state.memory.add(dropped_calls_reminder(reply))
+        self._hint_if_stuck(reply.message)
+
+    def _empty_reply(self, record: StepRecord, finish_reason: str | None) -> None:
+        """No answer and no action: remind the model once; a second empty reply
+        in a row ends the run in ERROR. The reply itself stays out of memory
+        (an assistant message without content or tool calls is invalid)."""
+        self.state.empty_replies += 1
+        self.state.records.append(record)
+        if self.state.empty_replies > 1:
+            raise RunEnded(
+                StopReason.EMPTY_REPLY,
+                fill(agent_notes.EMPTY_REPLY_NOTE, finish_reason=finish_reason or "none"),
+                AgentState.ERROR,
+            )
+        record.note = agent_notes.EMPTY_REPLY_STEP_NOTE
+        self.state.memory.add(user_message(agent_notes.EMPTY_REPLY_REMINDER))
+        self.publish()
+
+    async def _think(self) -> ThinkResponse:
+        state, profile = self.state, self.profile
+        while True:
+            stop_if_cancelled()
+            system_prompt = agent_loop.system_prompt(profile, state.directory, state.plans)
+            tools = self.tools.definitions() or None
+            # A complete resend of this request must fit in one payload.
+            state.memory.reserve(system_prompt, tools)
+            window = state.memory.numbered_window()
+            request = state.context.build(
+                llm=profile.llm, system_prompt=system_prompt, window=window, tools=tools, tool_choice=profile.tool_choice
+            )
+            if any(message.image_file for _, message in window):
+                request.workspace = self.tools.workspace  # where the worker finds the screenshots
+            complete = ContextSync.is_complete(request)
+            try:
+                response = await workflow.execute_activity(
+                    THINK,
+                    request,
+                    result_type=ThinkResponse,
+                    summary=f"think {state.step}/{profile.max_steps} · {profile.name}",
+                    **THINK_CONFIG,
+                )
+                break
+            except ActivityError as e:
+                cause = e.cause
+                if not isinstance(cause, ApplicationError):
+                    raise
+                if cause.type == CONTEXT_MISSING_ERROR and not complete:
+                    state.context.forget()  # that worker lost the window: send all of it
+                    continue
+                if cause.type == TOKEN_LIMIT_ERROR:
+                    raise RunEnded(
+                        StopReason.TOKEN_LIMIT, fill(agent_notes.TOKEN_LIMIT_NOTE, detail=cause.message)
+                    ) from None
+                if cause.type == REPLY_TOO_LARGE_ERROR:
+                    raise RunEnded(
+                        StopReason.REPLY_TOO_LARGE, fill(agent_notes.REPLY_TOO_LARGE_NOTE, detail=cause.message)
+                    ) from None
+                raise
+        state.context.confirm(request)
+        state.usage = state.usage + response.usage
+        return response
+
+    async def _act_on(self, reply: Reply, record: StepRecord) -> None:
+        state, profile = self.state, self.profile
+        if reply.kind != ReplyKind.ACT:
+            stop_if_cancelled()
+            if reply.kind == ReplyKind.TOOL_REQUIRED:
+                state.memory.add(user_message(agent_notes.TOOL_REQUIRED_REMINDER))
+            elif reply.kind == ReplyKind.ANSWER:
+                state.final_answer = reply.message.content
+                raise RunEnded(StopReason.ANSWERED)
+            return
+
+        after: list[Message] = []
+        ended: RunEnded | Cancelled | None = None
+        limit = observe_limit(profile)
+        for index, call in enumerate(reply.message.tool_calls or []):
+            if ended is None and cancel_requested():
+                ended = Cancelled()
+            if isinstance(ended, Cancelled):
+                outcome = ToolOutcome(agent_notes.NOT_RUN_CANCELLED, error=True)
+            elif ended is not None:
+                outcome = ToolOutcome(NOT_RUN_AFTER_THE_END, error=True)
+            elif (refusal := over_the_per_reply_limit(profile, index)) is not None:
+                outcome = ToolOutcome(refusal, error=True)
+            else:
+                try:
+                    outcome = await self.tools.act(call, index, limit)
+                    if call.function.name in profile.special_tools and not outcome.error:
+                        ended = RunEnded(StopReason.TERMINATED)
+                        state.final_answer = state.final_answer or outcome.observation
+                except RunEnds as end:
+                    if end.answer is not None:
+                        state.final_answer = end.answer
+                    ended = RunEnded(StopReason.GAVE_UP if end.gave_up else StopReason.TERMINATED)
+                    outcome = ToolOutcome(f"The run ends ({ended.reason.value}).")
+                after.extend(outcome.after)
+            message, call_record = observed(call, outcome.observation, outcome.error, limit, outcome.message)
+            record.tool_calls.append(call_record)
+            self._remember_produced(message, outcome.stored_digest)
+        for message in after:
+            state.memory.add(message)
+        if ended is None and cancel_requested():
+            ended = Cancelled()
+        if ended is not None:
+            raise ended
+
+    def _hint_if_stuck(self, reply: Message) -> None:
+        state = self.state
+        signature = stuck_hint_due(state.memory, reply, state.hinted, self.profile.duplicate_threshold)
+        if signature is None:
+            return
+        state.hinted.append(signature)
+        state.memory.add(user_message(agent_notes.STUCK_HINT))
+        if state.records:
+            state.records[-1].note = "stuck: the same reply repeated; a hint was added"
+
+    def _remember_produced(self, message: Message, stored_digest: str | None) -> None:
+        """Adds an activity's message to memory; if its worker stored it, the
+        next think names it instead of carrying it."""
+        self.state.context.produced(self.state.memory.add(message), message, stored_digest)
