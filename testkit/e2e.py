@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Awaitable, Callable, Mapping
 
-from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import WorkflowHandle
 
 from agent_model.run import AgentRunInput, AgentRunResult
@@ -365,3 +365,36 @@ def live_processes(field: str, value: int) -> list[int]:
         if int(fields[_STAT_FIELDS[field]]) == value and fields[0] != "Z":
             alive.append(int(entry.name))
     return alive
+
+
+_ACTIVITY_CLOSED = {
+    EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED,
+    EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED,
+    EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT,
+    EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED,
+}
+
+
+def closed_before_the_run(history, activity_type: str) -> bool:
+    """Whether every `activity_type` activity of the history reported its end
+    (completed, failed, timed out or cancelled) before the run closed: with
+    TRY_CANCEL a cancelled run closes while its activity still runs, and that
+    activity's end is never recorded."""
+    scheduled, closed = set(), set()
+    for event in history.events:
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            if event.activity_task_scheduled_event_attributes.activity_type.name == activity_type:
+                scheduled.add(event.event_id)
+        elif event.event_type in _ACTIVITY_CLOSED:
+            attributes = next(
+                getattr(event, field)
+                for field in (
+                    "activity_task_completed_event_attributes",
+                    "activity_task_failed_event_attributes",
+                    "activity_task_timed_out_event_attributes",
+                    "activity_task_canceled_event_attributes",
+                )
+                if event.HasField(field)
+            )
+            closed.add(attributes.scheduled_event_id)
+    return bool(scheduled) and scheduled <= closed

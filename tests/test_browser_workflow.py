@@ -27,7 +27,15 @@ from agent_model.run import AgentRunInput, AgentRunResult
 from agent_model.workspace_names import workspace_name_for
 from config.settings import BrowserSettings, WebSettings
 from runtime.worker_factory import build_worker
-from testkit.e2e import child_env, server_address, start_worker, unique_queue, wait_for_activity_start, wait_until
+from testkit.e2e import (
+    child_env,
+    closed_before_the_run,
+    server_address,
+    start_worker,
+    unique_queue,
+    wait_for_activity_start,
+    wait_until,
+)
 from testkit.fake_openai import FakeOpenAI, Reply, call, terminate, turn_of
 from testkit.fake_site import FakeSite
 from testkit.settings import make_settings
@@ -284,6 +292,8 @@ async def test_cancel_during_a_browser_action_ends_the_run_and_closes_its_browse
     assert took < 5, took
     description = await handle.describe()
     assert description.status == WorkflowExecutionStatus.CANCELED
+    # The run ended only once the action had stopped (WAIT_CANCELLATION_COMPLETED).
+    assert closed_before_the_run(await handle.fetch_history(), "browser_act")
 
 
 @needs_browser

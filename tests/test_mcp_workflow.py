@@ -26,7 +26,15 @@ from agent_model.run import AgentRunInput, AgentRunResult
 from config.mcp_config import McpServerSettings
 from config.settings import Settings
 from runtime.worker_factory import build_worker
-from testkit.e2e import child_env, server_address, start_starter, unique_queue, wait_for_activity_start, wait_until
+from testkit.e2e import (
+    child_env,
+    closed_before_the_run,
+    server_address,
+    start_starter,
+    unique_queue,
+    wait_for_activity_start,
+    wait_until,
+)
 from testkit.fake_openai import Reply, call, terminate
 from testkit.mcp_servers import STDIO_ARGS
 from testkit.settings import make_settings
@@ -119,6 +127,8 @@ async def test_cancel_during_an_mcp_call_ends_the_run_and_the_server_serves_the_
             await asyncio.wait_for(handle.result(), 15)
         took = asyncio.get_running_loop().time() - cancelled_at
         assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+        # The run ended only once the call had stopped (WAIT_CANCELLATION_COMPLETED).
+        assert closed_before_the_run(await handle.fetch_history(), "mcp_call_tool")
 
         fake_llm.turns = [tool("add", a=1, b=1), terminate("done")]
         second = await (await start_mcp_run(dev_env.client, settings, "Add.", "mcp-after-cancel")).result()
