@@ -135,6 +135,16 @@ TOOL_RETRIES_AFTER_A_LOST_WORKER = Retries(
 )
 
 
+def scheduled(config: workflow.ActivityConfig, summary: str, task_queue: str | None = None) -> workflow.ActivityConfig:
+    """The keyword arguments of one execute_activity: the config, with the
+    call's Web UI summary (and, for a worker's own queue, its task queue)."""
+    call = workflow.ActivityConfig(**config)
+    call["summary"] = summary
+    if task_queue is not None:
+        call["task_queue"] = task_queue
+    return call
+
+
 @dataclass(frozen=True)
 class ToolOutcome:
     """What a tool call gave: the observation, and whether the call failed."""

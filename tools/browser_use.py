@@ -37,7 +37,7 @@ from agent_model.messages import Message, ToolChoice, user_message
 from agent_model.tool_io import produced_text
 from agent_model.prompting import fill
 from agent_model.tool_spec import NOTHING_TO_WAIT_FOR, TOOL_HEARTBEAT, WAIT_FOR_THE_CALL, Retries, Timeout
-from agent_model.tool_spec import ToolOutcome, ToolSpec, ToolState, WorkflowTools, activity_config
+from agent_model.tool_spec import ToolOutcome, ToolSpec, ToolState, WorkflowTools, activity_config, scheduled
 from prompts import agent_notes
 from prompts import browser as words
 
@@ -191,9 +191,7 @@ async def _run(request: BrowserRequest, queue: str | None) -> BrowserResult:
         ACT,
         request,
         result_type=BrowserResult,
-        task_queue=queue,
-        summary=_summary_of(request.action),
-        **(ACT_CONFIG if queue is None else ON_SESSION_WORKER),
+        **scheduled(ACT_CONFIG if queue is None else ON_SESSION_WORKER, _summary_of(request.action), queue),
     )
 
 
@@ -222,8 +220,7 @@ async def _extract(tools: WorkflowTools, goal: str, result: BrowserResult) -> st
         THINK,
         request,
         result_type=ThinkResponse,
-        summary=f"extract_content: {goal}"[:80],
-        **THINK_CONFIG,
+        **scheduled(THINK_CONFIG, f"extract_content: {goal}"[:80]),
     )
     tools.spent(response.usage)
     return fill(words.EXTRACTED, url=url, text=response.message.content or "(nothing found)")
@@ -236,7 +233,7 @@ async def close_session(tools: WorkflowTools) -> None:
         return
     try:
         await workflow.execute_activity(
-            CLOSE, workflow.info().workflow_id, task_queue=queue, summary="close the browser", **CLOSE_CONFIG
+            CLOSE, workflow.info().workflow_id, **scheduled(CLOSE_CONFIG, "close the browser", queue)
         )
     except (ActivityError, asyncio.CancelledError):
         pass  # the worker closes an idle browser itself

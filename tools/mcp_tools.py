@@ -32,7 +32,7 @@ from agent_model.mcp import (
 from agent_model.profiles import AgentProfile
 from agent_model.prompting import fill
 from agent_model.tool_io import observation_text, produced_text
-from agent_model.tool_spec import ToolOutcome, ToolSpec, ToolState, WorkflowTools
+from agent_model.tool_spec import ToolOutcome, ToolSpec, ToolState, WorkflowTools, scheduled
 from prompts import mcp as words
 
 if TYPE_CHECKING:  # worker side; imported when the worker builds the activities
@@ -75,8 +75,7 @@ async def _list_when_due(tools: WorkflowTools) -> None:
         LIST_TOOLS_ACTIVITY,
         McpListRequest(servers=[] if "*" in servers else list(servers)),
         result_type=McpToolList,
-        summary="list the MCP servers' tools",
-        **MCP_LIST_TOOLS,
+        **scheduled(MCP_LIST_TOOLS, "list the MCP servers' tools"),
     )
     tools.keep(NAME, McpSlot(tools=listed.tools, listed=True))
     if listed.problems:
@@ -105,8 +104,7 @@ async def call_server_tool(tools: WorkflowTools, arguments: dict[str, Any]) -> T
         CALL_TOOL_ACTIVITY,
         request,
         result_type=McpCallResult,
-        summary=f"{tool.server}: {tool.name}"[:80],
-        **MCP_CALL_TOOL,
+        **scheduled(MCP_CALL_TOOL, f"{tool.server}: {tool.name}"[:80]),
     )
     if result.tools_changed:
         tools.keep(NAME, tools.slot(NAME, McpSlot).model_copy(update={"stale": True}))

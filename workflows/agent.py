@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from agent_model.run_state import RunState
     from agent_model.state import AgentState, StopReason
     from agent_model.think_context import ContextSync
+    from agent_model.tool_spec import scheduled
     from agent_model.workspace_names import workspace_name_for
     from prompts import agent_notes
     from workflows import search_attributes
@@ -109,8 +110,7 @@ class AgentWorkflow(AgentHandlers):
             PREPARE_WORKSPACE,
             self.workspace,
             result_type=str,
-            summary=f"prepare workspace {self.workspace}",
-            **PREPARE_WORKSPACE_CONFIG,
+            **scheduled(PREPARE_WORKSPACE_CONFIG, f"prepare workspace {self.workspace}"),
         )
         state.memory.add(user_message(run.task))
 

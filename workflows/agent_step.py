@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from agent_model.state import AgentState, StopReason
     from agent_model.errors import CONTEXT_MISSING_ERROR, REPLY_TOO_LARGE_ERROR, TOKEN_LIMIT_ERROR
     from agent_model.think_context import ContextSync
-    from agent_model.tool_spec import RunEnds, ToolOutcome
+    from agent_model.tool_spec import RunEnds, ToolOutcome, scheduled
     from prompts import agent_notes
     from workflows.agent_tools import RunTools
     from workflows.run_ending import Cancelled, RunEnded, cancel_requested, stop_if_cancelled
@@ -119,8 +119,7 @@ class Stepper:
                     THINK,
                     request,
                     result_type=ThinkResponse,
-                    summary=f"think {state.step}/{profile.max_steps} · {profile.name}",
-                    **THINK_CONFIG,
+                    **scheduled(THINK_CONFIG, f"think {state.step}/{profile.max_steps} · {profile.name}"),
                 )
                 break
             except ActivityError as e:

@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from agent_model.run_state import RunState
     from agent_model.tool_arguments import parse_arguments
     from agent_model.tool_io import ToolRequest, ToolResult, observation_text, produced_text
-    from agent_model.tool_spec import ToolCallContext, ToolOutcome, ToolSpec
+    from agent_model.tool_spec import ToolCallContext, ToolOutcome, ToolSpec, scheduled
     from agent_model.usage import TokenUsage
     from prompts import agent_notes
     from tools import TOOLS, activity_summary, schemas, used_by
@@ -136,8 +136,7 @@ class RunTools:
             spec.name,
             request,
             result_type=ToolResult,
-            summary=activity_summary(spec.name, arguments),
-            **spec.activity,
+            **scheduled(spec.activity, activity_summary(spec.name, arguments)),
         )
         if state is not None and state.from_result is not None:
             self.keep(spec.name, state.from_result(self.slot(spec.name, state.model), result))

@@ -13,6 +13,7 @@ from temporalio.exceptions import ActivityError, CancelledError, ChildWorkflowEr
 
 with workflow.unsafe.imports_passed_through():
     from agent_model.activity_specs import THINK, THINK_CONFIG
+    from agent_model.tool_spec import scheduled
     from agent_model.flow import (
         FINALIZE_RESERVE_SECONDS,
         FINISH_MARGIN_SECONDS,
@@ -254,7 +255,8 @@ class PlanningFlowWorkflow:
         budget = self._time_left(reserve=reserve)
         if budget <= timedelta(0):
             raise _ThinkFailed("no time was left")
-        options: workflow.ActivityConfig = {**THINK_CONFIG, "schedule_to_close_timeout": budget}
+        options = scheduled(THINK_CONFIG, f"think · planning flow: {what}")
+        options["schedule_to_close_timeout"] = budget
         try:
             response = await workflow.execute_activity(
                 THINK,
@@ -268,7 +270,6 @@ class PlanningFlowWorkflow:
                     )
                 ),
                 result_type=ThinkResponse,
-                summary=f"think · planning flow: {what}",
                 **options,
             )
         except ActivityError as e:
