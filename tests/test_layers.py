@@ -40,7 +40,6 @@ sit under config although they live in activities/."""
 
 KNOWN_AND_TEMPORARY = frozenset(
     {
-        ("agent_model.tool_spec", "activities.worker_resources"),  # issue 20, helper W2
         ("runtime.command_line", "worker"),  # issue 20, helper S
     }
 )
