@@ -22,6 +22,11 @@ class HumanAnswer(BaseModel):
     text: str
 
 
+CLOSED_KEPT = 100
+"""Closed questions remembered, newest first: a late answer to an older one is
+refused as "not the one waiting", and the carried state stays bounded."""
+
+
 class QuestionClosed(Exception):
     """An answer that cannot be taken; the message says why."""
 
@@ -74,4 +79,6 @@ class QuestionDesk(BaseModel):
     def _close(self, why: str) -> None:
         assert self.pending is not None
         self.closed[self.pending.id] = why
+        for oldest in list(self.closed)[: max(0, len(self.closed) - CLOSED_KEPT)]:
+            del self.closed[oldest]
         self.pending = None

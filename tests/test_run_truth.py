@@ -155,3 +155,17 @@ async def test_answer_and_timeout_in_one_activation_have_one_outcome(dev_env, fa
     else:
         assert reply["content"].startswith("No answer from the user within 1 seconds")
     assert result.final_answer == "done"
+
+
+def test_the_desk_remembers_only_the_newest_closed_questions():
+    from agent_model.human import CLOSED_KEPT, HumanAnswer, HumanQuestion, QuestionDesk
+
+    desk = QuestionDesk()
+    for n in range(CLOSED_KEPT + 5):
+        desk.ask(HumanQuestion(id=f"{n}.1", text="?"))
+        desk.close("it timed out")
+    assert len(desk.closed) == CLOSED_KEPT
+    assert desk.refusal(HumanAnswer(question_id=f"{CLOSED_KEPT + 4}.1", text="late")) == (
+        f"question {CLOSED_KEPT + 4}.1 is closed: it timed out"
+    )
+    assert "0.1" not in desk.closed
