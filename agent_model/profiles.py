@@ -7,6 +7,7 @@ from pydantic import BaseModel, Field
 from agent_model.memory import DEFAULT_MAX_MESSAGES, DEFAULT_MAX_TOKENS
 from agent_model.messages import ToolChoice
 from agent_model.stuck import DEFAULT_DUPLICATE_THRESHOLD
+from agent_model.tool_terms import ToolTerms
 from prompts import browser, data_analysis, manus, mcp, planning, swe, toolcall
 
 
@@ -43,6 +44,10 @@ class AgentProfile(BaseModel):
     mcp_servers: list[str] = Field(default_factory=list)
     """MCP servers (ids in the worker's mcp.json) whose tools the agent gets
     besides `tools`; ["*"]: every server the worker has."""
+    tool_terms: dict[str, ToolTerms] = Field(default_factory=dict)
+    """Each of `tools` as the run started with it (definition, activity
+    options), written by the starter (tools/__init__.py with_tool_terms);
+    empty in the built-in profiles and older inputs: the worker's tool files."""
 
 
 TOOLCALL = AgentProfile(

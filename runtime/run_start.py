@@ -22,7 +22,7 @@ from runtime import run_control
 from runtime.cli import UsageError
 from runtime.in_process_worker import worker_command
 from runtime.task_queue import live_workers, picked_up
-from tools import schemas
+from tools import schemas, with_tool_terms
 from workflows import search_attributes
 from workflows.agent import AgentWorkflow
 from workflows.planning import PlanningFlowWorkflow
@@ -79,7 +79,7 @@ def agent_run_input(
         task=task, agent=agent, max_steps=max_steps, steps_per_run=steps_per_run, llm=llm,
         mcp_servers=list(mcp_servers) if mcp_servers is not None else None,
     )
-    return run.model_copy(update={"profile": resolved_profile(run), "continuation": current_limits()})
+    return run.model_copy(update={"profile": with_tool_terms(resolved_profile(run)), "continuation": current_limits()})
 
 
 def planning_flow_input(
@@ -102,7 +102,7 @@ def planning_flow_input(
         **({"llm": llm, "agent_llm": llm} if llm else {}),
     )
     executors = dict.fromkeys([*flow.agents, flow.primary_agent])
-    flow.profiles = {agent: get_profile(agent) for agent in executors}
+    flow.profiles = {agent: with_tool_terms(get_profile(agent)) for agent in executors}
     flow.continuation = current_limits()
     return flow
 

@@ -10,6 +10,8 @@ profile and thresholds in their input, so none of that reaches them.
 from __future__ import annotations
 
 import asyncio
+import copy
+from dataclasses import replace
 from datetime import timedelta
 
 from temporalio.api.enums.v1 import EventType
@@ -21,6 +23,7 @@ from agent_model.run import AgentRunResult, HumanAnswer
 from agent_model.state import StopReason
 from runtime.run_start import start_agent_run, start_planning_flow
 from runtime.worker_factory import build_worker
+from tools import TOOLS
 from testkit.fake_openai import Hang, Reply, call, python, terminate
 from tests.record_history import pending_question
 from tests.test_planning_flow import FlowScript, plan_reply
@@ -31,12 +34,39 @@ RESULT_WAIT = 60
 """Seconds a finishing run gets; a few are plenty, the rest is for a loaded machine."""
 
 
+OLD_TOOL = TOOLS[LOST_TOOL]
+NEW_DESCRIPTION = "Reworded by the new deploy."
+NEW_TIMEOUT = timedelta(seconds=7)
+
+
 def deploy_new_code(monkeypatch) -> None:
-    """The new worker's code: manus lost a tool and most of its steps, and
-    every run continues as new after each step."""
+    """The new worker's code: manus lost a tool and most of its steps, every
+    run continues as new after each step, and the lost tool's file (still there
+    for other agents) has a new description and a shorter timeout."""
     lost = MANUS.model_copy(update={"tools": [t for t in MANUS.tools if t != LOST_TOOL], "max_steps": 2})
     monkeypatch.setitem(profiles.BUILTIN_PROFILES, "manus", lost)
     monkeypatch.setattr(continuation, "HISTORY_EVENTS_PER_RUN", 1)
+    schema = copy.deepcopy(OLD_TOOL.schema)
+    schema["function"]["description"] = NEW_DESCRIPTION
+    assert OLD_TOOL.activity is not None
+    monkeypatch.setitem(
+        TOOLS, LOST_TOOL, replace(OLD_TOOL, schema=schema, activity={**OLD_TOOL.activity, "start_to_close_timeout": NEW_TIMEOUT})
+    )
+
+
+def described(request) -> str:
+    (tool,) = [t for t in request.tools or [] if t["function"]["name"] == LOST_TOOL]
+    return tool["function"]["description"]
+
+
+async def scheduled_timeouts(handle) -> list[timedelta]:
+    """start_to_close of every python_execute call in every execution of the run."""
+    timeouts = []
+    async for event in handle.fetch_history_events():
+        attributes = event.activity_task_scheduled_event_attributes
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED and attributes.activity_type.name == LOST_TOOL:
+            timeouts.append(attributes.start_to_close_timeout.ToTimedelta())
+    return timeouts
 
 
 def offered(request) -> set[str]:
@@ -56,6 +86,10 @@ async def finished_as_it_began(env, handle, fake_llm, steps: int) -> AgentRunRes
     assert result.steps_taken == steps  # beyond the new code's max_steps=2
     assert result.steps[1].tool_calls[0].observation.strip() == "42"  # the lost tool still ran
     assert all(LOST_TOOL in offered(r) for r in fake_llm.completed()), [offered(r) for r in fake_llm.completed()]
+    # The tool as the run began with it: its description, its activity's timeout.
+    assert {described(r) for r in fake_llm.completed()} == {OLD_TOOL.schema["function"]["description"]}
+    assert OLD_TOOL.activity is not None
+    assert set(await scheduled_timeouts(handle)) == {OLD_TOOL.activity["start_to_close_timeout"]}
     # The run's own thresholds: it never continued as new.
     first = env.client.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id)
     last = (await first.fetch_history()).events[-1]

@@ -12,6 +12,8 @@ from agent_model.profiles import DATA_ANALYSIS, MANUS
 from agent_model.run import RunState
 from agent_model.think_context import ContextSync
 from runtime.run_start import agent_run_input, planning_flow_input
+from tools import TOOLS, with_tool_terms
+from agent_model.tool_terms import ActivityTerms
 
 
 # ---- the starter's inputs, without a server ---------------------------------------------
@@ -19,7 +21,8 @@ from runtime.run_start import agent_run_input, planning_flow_input
 
 def test_the_starters_run_input_holds_the_resolved_profile_and_thresholds():
     run = agent_run_input("t", agent="manus", max_steps=5, llm="fast", mcp_servers=("docs",))
-    assert run.profile == MANUS.model_copy(update={"max_steps": 5, "llm": "fast", "mcp_servers": ["docs"]})
+    assert run.profile == with_tool_terms(MANUS.model_copy(update={"max_steps": 5, "llm": "fast", "mcp_servers": ["docs"]}))
+    assert set(run.profile.tool_terms) == set(MANUS.tools)
     assert run.profile.tools == MANUS.tools and run.profile.system_prompt == MANUS.system_prompt
     assert run.continuation == current_limits()
     assert (run.continuation.history_events, run.continuation.records_bytes) == (HISTORY_EVENTS_PER_RUN, RECORDS_LIMIT)
@@ -27,11 +30,18 @@ def test_the_starters_run_input_holds_the_resolved_profile_and_thresholds():
     assert type(run).model_validate_json(run.model_dump_json()) == run
 
 
+def test_every_activity_tools_options_survive_the_input_unchanged():
+    for spec in TOOLS.values():
+        if spec.activity is not None:
+            terms = ActivityTerms.model_validate_json(ActivityTerms.of(spec.activity).model_dump_json())
+            assert terms.config() == spec.activity, spec.name
+
+
 def test_the_starters_flow_input_holds_every_agents_profile_and_the_thresholds():
     flow = planning_flow_input("t", agents=("manus", "data_analysis"), timeout=600, max_steps=4)
-    assert flow.profiles == {"manus": MANUS, "data_analysis": DATA_ANALYSIS}
+    assert flow.profiles == {"manus": with_tool_terms(MANUS), "data_analysis": with_tool_terms(DATA_ANALYSIS)}
     assert flow.continuation == current_limits()
-    assert flow.child_profile("data_analysis") == DATA_ANALYSIS
+    assert flow.child_profile("data_analysis") == with_tool_terms(DATA_ANALYSIS)
 
 
 def test_a_continued_execution_keeps_the_runs_thresholds(monkeypatch):
@@ -40,4 +50,4 @@ def test_a_continued_execution_keeps_the_runs_thresholds(monkeypatch):
     carried = RunState(profile=run.profile, directory="/w", step=1, memory=Memory(), context=ContextSync(key="k"))
     continued = continued_input(run, carried, "w", run.continuation)
     assert continued.continuation.history_events == HISTORY_EVENTS_PER_RUN
-    assert continued.carried.profile == MANUS
+    assert continued.carried.profile == with_tool_terms(MANUS)

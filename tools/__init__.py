@@ -16,8 +16,11 @@ import importlib
 import pkgutil
 from typing import Any
 
+from temporalio import workflow
+
 from agent_model.profiles import AgentProfile
 from agent_model.tool_spec import ToolSpec
+from agent_model.tool_terms import ActivityTerms, ToolTerms
 
 TOOLS: dict[str, ToolSpec] = {}
 
@@ -43,6 +46,39 @@ def schemas(names: list[str]) -> list[dict[str, Any]]:
 def used_by(profile: AgentProfile) -> list[ToolSpec]:
     """The tools a run with this profile uses: their hooks run in its steps."""
     return [spec for spec in TOOLS.values() if spec.used_by(spec, profile)]
+
+
+def with_tool_terms(profile: AgentProfile) -> AgentProfile:
+    """The profile with each of its tools as this code defines it, for a new
+    run's input: a later deploy of other tool files reaches new runs only."""
+    terms = {
+        name: ToolTerms(
+            definition=spec.schema,
+            activity=ActivityTerms.of(spec.activity) if spec.activity is not None else None,
+        )
+        for name in profile.tools
+        if (spec := TOOLS.get(name)) is not None
+    }
+    return profile.model_copy(update={"tool_terms": terms})
+
+
+def offered_definitions(profile: AgentProfile) -> list[dict[str, Any]]:
+    """The function definitions of the profile's tools, as its run started."""
+    definitions = []
+    for name in profile.tools:
+        terms, spec = profile.tool_terms.get(name), TOOLS.get(name)
+        definition = terms.definition if terms is not None else spec.schema if spec is not None else None
+        if definition is not None:
+            definitions.append(definition)
+    return definitions
+
+
+def activity_options(profile: AgentProfile, spec: ToolSpec) -> workflow.ActivityConfig:
+    """How a call of an activity tool is scheduled: as the run started, or (an
+    older input) as this code says."""
+    assert spec.activity is not None
+    terms = profile.tool_terms.get(spec.name)
+    return terms.activity.config() if terms is not None and terms.activity is not None else spec.activity
 
 
 def activity_summary(name: str, arguments: dict[str, Any], limit: int = 80) -> str:

@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from agent_model.tool_spec import ToolCallContext, ToolOutcome, ToolSpec, scheduled
     from agent_model.usage import TokenUsage
     from prompts import agent_notes
-    from tools import TOOLS, activity_summary, schemas, used_by
+    from tools import TOOLS, activity_options, activity_summary, offered_definitions, used_by
     from workflows.run_ending import cancel_requested, is_cancellation, root_message
 
 Slot = TypeVar("Slot", bound=BaseModel)
@@ -81,7 +81,7 @@ class RunTools:
             if spec.state is not None and spec.state.definitions is not None
             for definition in spec.state.definitions(self.slot(spec.name, spec.state.model))
         ]
-        return [*schemas(self.profile.tools), *extra]
+        return [*offered_definitions(self.profile), *extra]
 
     async def at_run_end(self) -> None:
         for spec in self.used:
@@ -136,7 +136,7 @@ class RunTools:
             spec.name,
             request,
             result_type=ToolResult,
-            **scheduled(spec.activity, activity_summary(spec.name, arguments)),
+            **scheduled(activity_options(self.profile, spec), activity_summary(spec.name, arguments)),
         )
         if state is not None and state.from_result is not None:
             self.keep(spec.name, state.from_result(self.slot(spec.name, state.model), result))

@@ -1,0 +1,86 @@
+"""A tool as a run started with it: the definition the model is shown and the
+options its activity is scheduled with.
+
+The starter writes these into the run's profile, so a later worker whose tool
+file says otherwise (a reworded description, another timeout) changes new runs
+only. What the tool does stays the worker's code, deployed like any activity.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.workflow import ActivityCancellationType
+
+
+def _seconds(delta: timedelta | None) -> float | None:
+    return None if delta is None else delta.total_seconds()
+
+
+def _delta(seconds: float | None) -> timedelta | None:
+    return None if seconds is None else timedelta(seconds=seconds)
+
+
+class ActivityTerms(BaseModel):
+    """workflow.ActivityConfig as plain data that survives the run's input."""
+
+    start_to_close_seconds: float
+    heartbeat_seconds: float | None = None
+    schedule_to_start_seconds: float | None = None
+    maximum_attempts: int = 0
+    initial_seconds: float = 1.0
+    backoff: float = 2.0
+    maximum_interval_seconds: float | None = None
+    non_retryable: list[str] = []
+    wait_for_cancellation: bool = True
+
+    @classmethod
+    def of(cls, config: workflow.ActivityConfig) -> ActivityTerms:
+        start_to_close = _seconds(config.get("start_to_close_timeout"))
+        if start_to_close is None:
+            raise ValueError("a tool's activity config must bound start_to_close")
+        retry = config.get("retry_policy") or RetryPolicy()
+        return cls(
+            start_to_close_seconds=start_to_close,
+            heartbeat_seconds=_seconds(config.get("heartbeat_timeout")),
+            schedule_to_start_seconds=_seconds(config.get("schedule_to_start_timeout")),
+            maximum_attempts=retry.maximum_attempts,
+            initial_seconds=retry.initial_interval.total_seconds(),
+            backoff=retry.backoff_coefficient,
+            maximum_interval_seconds=_seconds(retry.maximum_interval),
+            non_retryable=list(retry.non_retryable_error_types or ()),
+            wait_for_cancellation=config.get("cancellation_type") == ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        )
+
+    def config(self) -> workflow.ActivityConfig:
+        config = workflow.ActivityConfig(
+            start_to_close_timeout=timedelta(seconds=self.start_to_close_seconds),
+            retry_policy=RetryPolicy(
+                initial_interval=timedelta(seconds=self.initial_seconds),
+                backoff_coefficient=self.backoff,
+                maximum_interval=_delta(self.maximum_interval_seconds),
+                maximum_attempts=self.maximum_attempts,
+                non_retryable_error_types=self.non_retryable or None,
+            ),
+            cancellation_type=(
+                ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+                if self.wait_for_cancellation
+                else ActivityCancellationType.TRY_CANCEL
+            ),
+        )
+        if self.heartbeat_seconds is not None:
+            config["heartbeat_timeout"] = timedelta(seconds=self.heartbeat_seconds)
+        if self.schedule_to_start_seconds is not None:
+            config["schedule_to_start_timeout"] = timedelta(seconds=self.schedule_to_start_seconds)
+        return config
+
+
+class ToolTerms(BaseModel):
+    definition: dict[str, Any] | None = None
+    """The function definition the model is shown (None: a tool that adds its own)."""
+    activity: ActivityTerms | None = None
+    """Set for a tool that runs as an activity."""
