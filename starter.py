@@ -35,184 +35,29 @@ re-attach); 130 stopped following with Ctrl-C (the run goes on).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import sys
-from dataclasses import dataclass, replace
-from typing import TextIO
 
-from temporalio.client import Client, WorkflowHandle
-from temporalio.service import RPCError
-
-import worker as worker_script
-from agent_model.flow import PlanningFlowResult
-from agent_model.run import AgentRunResult
-from config.settings import Settings, load_settings
-from runtime.ad_hoc_mcp import with_ad_hoc_server
-from runtime import run_control
-from runtime.cli import USER_ERRORS, UsageError, exit_now
-from runtime.command_line import (
-    FOLLOWS_A_RUN, Answer, Attach, Cancel, Command, ListRuns, McpServe, Result, Rewind, Run, ServeWorker, Show,
-    StartServer, parse_command,
-)
-from runtime.connection import connect_config, is_unreachable
-from runtime.embedded_server import web_ui_url
-from runtime.follow import ServerLost, Watch, follow, follow_flow
-from runtime.in_process_worker import InProcessWorker
-from runtime.run_control import RunEnded
-from runtime.run_start import check_task_fits, report_worker_for_detached, start_agent_run, start_planning_flow
-from runtime.server_choice import connect_for, start_server
+from runtime.cli import exit_now
+from runtime.command_line import ServeWorker, parse_command
 from runtime.terminal_text import inert
-
-
-@dataclass
-class Following:
-    """The run a command follows, once known: the lines that say how to resume name it."""
-
-    run_id: str | None = None
-
-
-def report_flow(result: PlanningFlowResult, out) -> int:
-    print(f"\nflow {result.outcome.value}: {result.usage.total_tokens} tokens, {result.replans} replan(s)", file=out)
-    if result.note:
-        print(f"note: {inert(result.note)}", file=out)
-    if result.summary:
-        print(f"\n{inert(result.summary)}", file=out)
-    return 0 if result.succeeded else 1
-
-
-def report(result: AgentRunResult, out) -> int:
-    print(f"\n{result.state.value} ({result.stop_reason.value}) after {result.steps_taken} steps, "
-          f"{result.usage.total_tokens} tokens", file=out)
-    if result.note:
-        print(f"note: {inert(result.note)}", file=out)
-    if result.final_answer:
-        print(f"\n{inert(result.final_answer)}", file=out)
-    return 0 if result.succeeded else 1
-
-
-async def run_handle(
-    client: Client, settings: Settings, command: Run | Attach | Rewind, out
-) -> tuple[WorkflowHandle, bool]:
-    """The run the command follows (started, rewound or found), and whether it is a PlanningFlow."""
-    if isinstance(command, Run):
-        options = dict(
-            max_steps=command.max_steps, steps_per_run=command.steps_per_run, run_id=command.run_id, llm=command.llm
-        )
-        if command.flow:
-            flow = await start_planning_flow(
-                client, settings, command.task, agents=command.agents, timeout=command.timeout, **options
-            )
-            return flow, True
-        return await start_agent_run(
-            client, settings, command.task, agent=command.agent, mcp_servers=command.mcp_servers, **options
-        ), False
-    if isinstance(command, Rewind):
-        await run_control.rewind(client, command.run_id, command.to_step, out)
-    description = await run_control.describe(client, command.run_id)
-    handle = client.get_workflow_handle(command.run_id, result_type=run_control.result_type(description))
-    return handle, run_control.is_flow(description)
-
-
-async def execute(command: Command, following: Following | None = None, out: TextIO = sys.stdout) -> int:
-    """Carry out one command (not `worker`, which is worker.py's); returns the exit code."""
-    if isinstance(command, StartServer):
-        return await start_server(out)
-    if isinstance(command, McpServe):
-        try:
-            from runtime import mcp_server  # here: no other command needs the MCP SDK
-        except ModuleNotFoundError as e:
-            raise UsageError(f"mcp-server needs the MCP SDK ({e}): pip install mcp") from None
-        return await mcp_server.serve(command.config, command.http, command.worker, command.show_token)
-    settings = load_settings(command.config)
-    if isinstance(command, FOLLOWS_A_RUN):
-        for note in settings.notes:  # config keys of OpenManus's that are not used here
-            print(f"config: {note}", file=sys.stderr)
-    if isinstance(command, Run):
-        settings, mcp_servers = with_ad_hoc_server(settings, command)
-        command = replace(command, mcp_servers=mcp_servers)
-        if command.agent == "mcp" and not command.mcp_servers and not settings.mcp_servers:
-            # Not an error: the workers' mcp.json may have servers this machine's has not.
-            print(
-                "starter: no MCP server is configured here (config/mcp.json); the run gets the workers' "
-                "servers, if any (or give --command CMD or --url URL)",
-                file=sys.stderr,
-            )
-        check_task_fits(settings, command.task, command.agents, command.llm)
-    client = await connect_for(command.name, isinstance(command, FOLLOWS_A_RUN), out)
-    if isinstance(command, ListRuns):
-        await run_control.list_runs(client, out)
-        return 0
-    if isinstance(command, Result):
-        result = await run_control.finished_result(client, command.run_id)
-        return report_flow(result, out) if isinstance(result, PlanningFlowResult) else report(result, out)
-
-    detach = isinstance(command, (Run, Rewind)) and command.detach
-    async with contextlib.AsyncExitStack() as stack:
-        worker = InProcessWorker(client, settings, stack)
-        if not detach:
-            await worker.prepare(command.worker)
-        if isinstance(command, (Answer, Show, Cancel)):
-            await worker.start_unless_answered(command.run_id)
-            if isinstance(command, Answer):
-                await run_control.answer(client, command.run_id, command.text, out)
-            elif isinstance(command, Show):
-                await run_control.show(client, command.run_id, out)
-            else:
-                await run_control.cancel(client, command.run_id, out)
-            return 0
-
-        handle, is_flow = await run_handle(client, settings, command, out)
-        if following is not None:
-            following.run_id = handle.id
-        print(f"run {handle.id}\nWeb UI: {web_ui_url(handle.id, client.namespace)}", file=out, flush=True)
-        if detach:
-            await report_worker_for_detached(client, settings, handle, out)
-            return 0
-        watch = Watch(client, worker.on_stall, lost_retry_seconds=settings.server_wait_seconds)
-        if is_flow:
-            return report_flow(await follow_flow(client, handle, out, watch=watch), out)
-        return report(await follow(handle, out, watch=watch), out)
-
-
-EXIT_SERVER_LOST = 3
+from runtime.user_errors import USER_ERRORS, UsageError
 
 
 def main(argv: list[str] | None = None) -> int:
-    following: Following | None = None
+    """Parse the arguments, then import only what the command needs: --help and
+    bad input never load the worker stack, and only `worker` does."""
     try:
         command = parse_command(sys.argv[1:] if argv is None else argv)
-        if isinstance(command, ServeWorker):
-            return worker_script.main(list(command.argv))
-        if isinstance(command, FOLLOWS_A_RUN):
-            following = Following(command.run_id)
-        # Not asyncio.run: its clean-up would wait for every task left, and an
-        # in-process worker whose server is gone may never end. The process
-        # exits with os._exit (exit_now) right after this returns.
-        return asyncio.Runner().run(execute(command, following))
     except USER_ERRORS as e:
         print(f"starter: {inert(e)}", file=sys.stderr)
-        return 1 if isinstance(e, RunEnded) else 2
-    except ServerLost:
-        return EXIT_SERVER_LOST  # the line saying so is out already
-    except RPCError as e:
-        if is_unreachable(e):
-            target = following.run_id if following else None
-            again = f"; re-attach with `python starter.py attach {target}`" if target else ""
-            print(
-                f"starter: lost the Temporal server at {connect_config()['target_host']} ({e.message}){again}",
-                file=sys.stderr,
-            )
-            return EXIT_SERVER_LOST
-        print(f"starter: Temporal refused the request: {inert(e.message)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        if following is None:
-            print("\nstarter: interrupted", file=sys.stderr)
-        else:
-            target = following.run_id or "<run id>"
-            print(f"\nstopped following; the run goes on. Resume with: python starter.py attach {target}", file=sys.stderr)
-        return 130
+    if isinstance(command, ServeWorker):
+        import worker
+
+        return worker.main(list(command.argv))
+    from runtime.commands import run_command
+
+    return run_command(command)
 
 
 if __name__ == "__main__":

@@ -23,36 +23,17 @@ from activities.context_store import ContextStore
 from activities.tools.sandbox import SandboxUnavailable
 from config.settings import ConfigError, load_settings
 from runtime.cli import exit_now
-from runtime.connection import TemporalUnreachable, connect
-from runtime.control_plane import METRICS_VARIABLE
+from runtime.connection import connect
 from runtime.terminal_text import InertFormatter
 from runtime.worker_factory import build_worker, check_worker_settings, harden_worker_process
-
-
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Run a durable-manus worker.")
-    add_arguments(parser)
-    return parser.parse_args(argv)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The worker's options; `python starter.py worker` takes the same."""
-    parser.add_argument("--config", help="config file (default: config/config.toml or $DURABLE_MANUS_CONFIG)")
-    parser.add_argument(
-        "--connect-timeout", type=float, default=60.0, help="seconds to wait for the Temporal server (default 60)"
-    )
-    parser.add_argument(
-        "--metrics",
-        metavar="HOST:PORT",
-        default=os.environ.get(METRICS_ENV) or None,
-        help=f"serve Prometheus metrics on http://HOST:PORT/metrics (or ${METRICS_ENV}); off by default",
-    )
+from runtime.user_errors import TemporalUnreachable
+from runtime.worker_options import METRICS_VARIABLE, parse_worker_args
 
 
 async def run_worker(args: argparse.Namespace) -> int:
     runtime = metrics_runtime(args.metrics) if args.metrics else None
     if args.metrics:  # the web rules refuse it (runtime/control_plane.py)
-        os.environ[METRICS_ENV] = args.metrics
+        os.environ[METRICS_VARIABLE] = args.metrics
     settings = load_settings(args.config)
     for note in settings.notes:
         logging.info("config: %s", note)
@@ -73,8 +54,6 @@ async def run_worker(args: argparse.Namespace) -> int:
         logging.info("shutting down")
     return 0
 
-
-METRICS_ENV = METRICS_VARIABLE
 
 
 def metrics_runtime(address: str) -> Runtime:
@@ -104,7 +83,7 @@ def log_handler(stream: TextIO) -> logging.Handler:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, handlers=[log_handler(sys.stderr)])
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    args = parse_worker_args(sys.argv[1:] if argv is None else argv)
     try:
         return asyncio.run(run_worker(args))
     except (ConfigError, TemporalUnreachable, SandboxUnavailable) as e:

@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from activities import safe_files
-
 REPO_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG_PATH = REPO_DIR / "config" / "config.toml"
 """Read when it exists and neither --config nor DURABLE_MANUS_CONFIG names a file."""
@@ -26,6 +24,8 @@ def read_config_text(path: Path, what: str, limit: int = MAX_CONFIG_BYTES) -> st
     A symbolic link is followed (config maps are links), but a FIFO, socket,
     device or directory is refused instead of read, so a command given one
     says so rather than waiting for a writer."""
+    from activities import safe_files  # here: a command that reads no config file never loads activities/
+
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:

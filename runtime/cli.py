@@ -1,4 +1,4 @@
-"""Process exit, Temporal's log output and the user's errors for the command-line entry points."""
+"""Process exit and Temporal's log output for the command-line entry points."""
 
 from __future__ import annotations
 
@@ -6,15 +6,12 @@ import functools
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING
 
-from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
-
-from activities.tools.sandbox import SandboxUnavailable
-from agent_model.profiles import UnknownAgent
-from config.settings import ConfigError
-from runtime.connection import TemporalUnreachable
-from runtime.run_control import RunControlError, RunEnded
 from runtime.terminal_text import inert
+
+if TYPE_CHECKING:
+    from temporalio.runtime import Runtime
 
 
 def exit_now(code: int) -> None:
@@ -69,6 +66,8 @@ def cli_runtime(prefix: str = "starter: ") -> Runtime:
     kept, and they and the SDK's own records come out as one line each on
     stderr.
     """
+    from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
+
     logger = logging.getLogger("temporalio")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_OneLine(prefix))
@@ -96,14 +95,3 @@ def cli_runtime(prefix: str = "starter: ") -> Runtime:
         )
     )
 
-
-class UsageError(Exception):
-    """Bad input to a command; the message is one line for the user (exit 2)."""
-
-
-USER_ERRORS = (
-    UsageError, UnknownAgent, ConfigError, TemporalUnreachable, FileNotFoundError, RunControlError, SandboxUnavailable,
-    RunEnded,
-)
-"""Failures whose message is already one line for the user: the starter's
-exit 2 (RunEnded: 1), an MCP tool's error line."""

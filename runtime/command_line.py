@@ -15,11 +15,11 @@ import shlex
 from dataclasses import dataclass
 from typing import ClassVar, Sequence
 
-import worker as worker_script  # the `worker` command takes worker.py's own options
 from agent_model.flow import DEFAULT_FLOW_TIMEOUT_SECONDS, FINALIZE_RESERVE_SECONDS
 from agent_model.profiles import BUILTIN_PROFILES, get_profile
 from config.mcp_config import is_http_url
-from runtime.cli import UsageError
+from runtime.user_errors import UsageError
+from runtime.worker_options import add_worker_arguments
 
 # ---- the commands --------------------------------------------------------------------
 
@@ -292,7 +292,7 @@ def build_parser() -> Parser:
     rewind.add_argument("--detach", action="store_true", help="rewind, print the run's id and exit")
     add_worker_mode(rewind)
     add_config(rewind)
-    worker_script.add_arguments(commands.add_parser("worker", help="run a worker, as python worker.py (same options)"))
+    add_worker_arguments(commands.add_parser("worker", help="run a worker, as python worker.py (same options)"))
     commands.add_parser("server", help="start the embedded Temporal server, detached, unless it runs already")
     mcp = commands.add_parser("mcp-server", help="serve MCP tools to start, follow, answer and cancel runs (stdio)")
     mcp.add_argument(

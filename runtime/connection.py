@@ -11,16 +11,14 @@ from temporalio.envconfig import ClientConfig
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
+from runtime.user_errors import TemporalUnreachable
+
 DEFAULT_PORT = 7233
 """Temporal's frontend port: the embedded server's, and the default address's."""
 DEFAULT_ADDRESS = f"127.0.0.1:{DEFAULT_PORT}"
 """Where the embedded server listens, and where a client looks by default."""
 CONNECT_WAIT_SECONDS = 30.0
 """How long to keep trying to reach the server before giving up."""
-
-
-class TemporalUnreachable(Exception):
-    """No Temporal server answered; the message is one line for the user."""
 
 
 def connect_config() -> dict:

@@ -10,14 +10,13 @@ from activities.tools.control_plane import ControlPlane, Endpoint
 from config.settings import Settings
 from runtime.connection import DEFAULT_ADDRESS, DEFAULT_PORT, connect_config
 from runtime.embedded_server import UI_PORT, embedded_server_ports
+from runtime.worker_options import METRICS_VARIABLE
 
 log = logging.getLogger(__name__)
 
 TEMPORAL_HTTP_PORT = 7243
 """The HTTP API port of a Temporal server as deployed (the dev server's is
 random: the embedded one's is read from its data directory)."""
-METRICS_VARIABLE = "DURABLE_MANUS_METRICS"
-"""HOST:PORT of the worker's metrics (worker.py --metrics sets it too)."""
 
 
 def control_plane(settings: Settings) -> ControlPlane:

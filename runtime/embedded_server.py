@@ -13,7 +13,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from activities.workspace import make_private
 from config.settings import REPO_DIR
 from runtime.connection import DEFAULT_PORT
 from workflows.search_attributes import ALL
@@ -35,6 +34,8 @@ def data_dir() -> Path:
 def private_data_dir() -> Path:
     """The data directory, created 0700, and made so if an older version
     left it open: the runs' histories in it are the worker's user's alone."""
+    from activities.workspace import make_private  # here: only starting a server needs it
+
     directory = data_dir()
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     make_private(directory)

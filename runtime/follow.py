@@ -20,10 +20,11 @@ from agent_model.plan import Plan, StepStatus
 from agent_model.run import AgentRunResult, AgentStatus, HumanAnswer, HumanQuestion, StepRecord
 from runtime.cli import mute_temporal_logs
 from runtime.connection import is_unreachable
-from runtime.run_control import RunEnded, ended_line
+from runtime.run_control import ended_line
 from runtime.task_queue import waits_for_worker
 from runtime.terminal_text import inert
 from runtime.tasks import let_go
+from runtime.user_errors import RunEnded
 
 POLL_INTERVAL = 0.5
 """Seconds between status queries while following."""

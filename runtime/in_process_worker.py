@@ -5,20 +5,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from typing import TYPE_CHECKING
+
 from temporalio.client import Client
 
-from activities.tools.sandbox import SandboxUnavailable
 from config.settings import DEFAULT_TASK_QUEUE, ConfigError, Settings
 from runtime import run_control
 from runtime.connection import is_unreachable
 from runtime.follow import ServerLost, Stall
 from runtime.task_queue import live_workers
-from runtime.worker_factory import GRACEFUL_SHUTDOWN, build_worker, check_worker_settings, harden_worker_process
-from runtime.worker_set import WorkerSet
+from runtime.user_errors import WorkerUnavailable
 
-WORKER_STOP_SECONDS = GRACEFUL_SHUTDOWN.total_seconds() + 10
-"""Longest wait for the in-process worker to stop: its activities' grace
-period, and time to report them to the server."""
+if TYPE_CHECKING:
+    from runtime.worker_set import WorkerSet
+
+STOP_MARGIN_SECONDS = 10.0
+"""Beyond its activities' grace period, how long the in-process worker may
+take to stop: time to report them to the server."""
 
 
 def worker_command(settings: Settings) -> str:
@@ -48,8 +51,15 @@ class InProcessWorker:
         """Workers the task queue lists that may be alive."""
 
     def _build(self) -> WorkerSet:
+        # Here, not at the top: only a command that runs a worker pays for the worker stack.
+        from activities.tools.sandbox import SandboxUnavailable
+        from runtime.worker_factory import build_worker, check_worker_settings
+
         self.settings.require_workspace_root()
-        return build_worker(self.client, self.settings, check_worker_settings(self.settings))
+        try:
+            return build_worker(self.client, self.settings, check_worker_settings(self.settings))
+        except SandboxUnavailable as e:
+            raise WorkerUnavailable(str(e)) from None
 
     async def prepare(self, mode: str) -> None:
         """Checked before anything starts: a worker that is needed and cannot
@@ -65,13 +75,15 @@ class InProcessWorker:
             return
         try:
             self.worker = self._build()
-        except (ConfigError, SandboxUnavailable) as e:
+        except (ConfigError, WorkerUnavailable) as e:
             self.unavailable = str(e)
 
     async def start(self) -> bool:
         """Start the worker if it is ready and not running; True when it runs.
         It stops when the command's AsyncExitStack closes."""
         if not self.running and self.worker is not None:
+            from runtime.worker_factory import harden_worker_process
+
             harden_worker_process()
             await self.worker.__aenter__()
             self.stack.push_async_exit(self._stop)
@@ -82,8 +94,12 @@ class InProcessWorker:
         assert self.worker is not None
         if exc_type is ServerLost or is_unreachable(exc):
             return False  # a worker cannot hand its tasks back to a server that is gone
+        from runtime.worker_factory import GRACEFUL_SHUTDOWN
+
         try:
-            await asyncio.wait_for(self.worker.__aexit__(exc_type, exc, tb), WORKER_STOP_SECONDS)
+            await asyncio.wait_for(
+                self.worker.__aexit__(exc_type, exc, tb), GRACEFUL_SHUTDOWN.total_seconds() + STOP_MARGIN_SECONDS
+            )
         except asyncio.TimeoutError:
             pass  # left behind: the process exits without waiting for it (see starter.main)
         return False

@@ -43,14 +43,14 @@ from agent_model.run import AgentRunResult, AgentStatus, HumanQuestion
 from agent_model.state import AgentState
 from config.settings import Settings, load_settings
 from runtime import run_control
-from runtime.cli import USER_ERRORS, UsageError
 from runtime.connection import connect_config, is_unreachable
 from runtime.embedded_server import web_ui_url
 from runtime.in_process_worker import InProcessWorker
 from runtime.mcp_token import RequireBearer, load_or_create_token, token_path
-from runtime.run_control import LIST_LIMIT, RunControlError, RunEnded, StepsPage, one_line
+from runtime.run_control import LIST_LIMIT, StepsPage, one_line
 from runtime.run_start import check_task_fits, report_worker_for_detached, start_agent_run, start_planning_flow
 from runtime.server_choice import connect_for
+from runtime.user_errors import USER_ERRORS, RunControlError, RunEnded, UsageError
 from workflows import search_attributes
 from workflows.agent import AgentWorkflow
 

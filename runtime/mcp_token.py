@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from activities import safe_files
-from runtime.cli import UsageError
+from runtime.user_errors import UsageError
 from runtime.embedded_server import data_dir
 
 TOKEN_FILENAME = "mcp-token"

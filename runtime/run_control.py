@@ -29,6 +29,7 @@ from workflows.agent import AgentWorkflow
 from workflows.planning import PlanningFlowWorkflow
 from runtime.tasks import let_go
 from runtime.terminal_text import inert
+from runtime.user_errors import RunControlError, RunEnded
 
 LIST_LIMIT = 20
 """Runs shown by --list, newest first."""
@@ -41,15 +42,6 @@ QUERY_NOTICE_SECONDS = 2.0
 PROBE_TIMEOUT = timedelta(seconds=3)
 """How long a live worker may take to answer a probing query."""
 WORKER_HINT = "python worker.py"
-
-
-class RunControlError(Exception):
-    """A request about a run that cannot be honoured; one line for the user."""
-
-
-class RunEnded(Exception):
-    """The run closed without a result (failed, terminated, timed out, cancelled);
-    the message is one line for the user, with the reason."""
 
 
 async def describe(client: Client, run_id: str) -> WorkflowExecutionDescription:

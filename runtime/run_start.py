@@ -11,7 +11,6 @@ from typing import TextIO
 
 from temporalio.client import Client, WorkflowHandle
 
-from activities.token_count import count_prompt_tokens
 from agent_model.continuation import current_limits
 from agent_model.flow import PlanningFlowInput
 from agent_model.messages import user_message
@@ -19,7 +18,7 @@ from agent_model.profiles import get_profile
 from agent_model.run import AgentRunInput, AgentRunResult, resolved_profile
 from config.settings import Settings
 from runtime import run_control
-from runtime.cli import UsageError
+from runtime.user_errors import UsageError
 from runtime.in_process_worker import worker_command
 from runtime.task_queue import live_workers, picked_up
 from tools import schemas, with_tool_terms
@@ -48,6 +47,8 @@ def check_task_fits(settings: Settings, task: str, agents: tuple[str, ...], llm:
         llm_settings = settings.llm_profile(llm or profile.llm)
         if llm_settings.max_input_tokens is None:
             continue
+        from activities.token_count import count_prompt_tokens  # here: tiktoken only when a limit is set
+
         needed = count_prompt_tokens(
             llm_settings.model, [user_message(task)], profile.system_prompt, schemas(profile.tools)
         )

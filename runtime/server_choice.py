@@ -15,10 +15,11 @@ from typing import TextIO
 
 from temporalio.client import Client
 
-from runtime.cli import UsageError, cli_runtime
-from runtime.connection import DEFAULT_ADDRESS, TemporalUnreachable, address_is_explicit, connect, connect_config
+from runtime.cli import cli_runtime
+from runtime.connection import DEFAULT_ADDRESS, address_is_explicit, connect, connect_config
 from runtime.connection import port_answers
 from runtime.embedded_server import UI_PORT, start_embedded_server
+from runtime.user_errors import TemporalUnreachable, UsageError
 
 EXISTING_SERVER_WAIT = 5.0
 """Seconds to wait for a server that should already be up."""

@@ -26,7 +26,7 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.common import SearchAttributeKey
 from temporalio.envconfig import ClientConfig
 
-import worker
+from runtime.worker_options import METRICS_VARIABLE, parse_worker_args
 from workflows import search_attributes
 from workflows.search_attributes import AGENT_NAME, AGENT_STATE, AGENT_STEP
 
@@ -210,7 +210,7 @@ def test_worker_command_is_accepted_by_worker_parse_args(capsys):
         assert scripts, f"{where} does not run worker.py: {argv}"
         options = argv[scripts[0] + 1 :]
         try:
-            worker.parse_args(options)
+            parse_worker_args(options)
         except SystemExit:
             pytest.fail(f"{where}: worker.py rejects {options}: {capsys.readouterr().err.strip()}")
 
@@ -600,15 +600,15 @@ METRIC_CREATED = re.compile(r"""\.create_(?:counter|histogram|histogram_float|hi
 def worker_metrics_address() -> str:
     argv = as_argv(worker_service().get("command")) or dockerfile_cmd()
     options = argv[next(i for i, a in enumerate(argv) if Path(a).name == "worker.py") + 1 :]
-    address = worker.parse_args(options).metrics  # as worker.py reads it (flag, else DURABLE_MANUS_METRICS)
+    address = parse_worker_args(options).metrics  # as worker.py reads it (flag, else DURABLE_MANUS_METRICS)
     if address is None:
-        address = environment(worker_service()).get(worker.METRICS_ENV)
-    assert address, f"the compose worker serves no metrics: pass --metrics HOST:PORT or set {worker.METRICS_ENV}"
+        address = environment(worker_service()).get(METRICS_VARIABLE)
+    assert address, f"the compose worker serves no metrics: pass --metrics HOST:PORT or set {METRICS_VARIABLE}"
     return address
 
 
 def test_compose_workers_serve_metrics_to_other_containers(monkeypatch):
-    monkeypatch.delenv(worker.METRICS_ENV, raising=False)  # parse_args's default
+    monkeypatch.delenv(METRICS_VARIABLE, raising=False)  # parse_args's default
     host, _, port = worker_metrics_address().rpartition(":")
     assert host in ("0.0.0.0", "[::]", "::"), f"metrics on {host} cannot be scraped from another container"
     assert port.isdigit()
@@ -628,7 +628,7 @@ def prometheus_service() -> tuple[str, dict]:
 
 
 def test_prometheus_scrapes_every_worker_container(monkeypatch):
-    monkeypatch.delenv(worker.METRICS_ENV, raising=False)  # parse_args's default
+    monkeypatch.delenv(METRICS_VARIABLE, raising=False)  # parse_args's default
     _, service = prometheus_service()
     assert str(service["image"]).startswith("prom/prometheus:")
     assert "command" not in service, "the image's command reads the mounted configuration"

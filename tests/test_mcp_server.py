@@ -24,7 +24,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from runtime.cli import UsageError
+from runtime.user_errors import UsageError
 from runtime.command_line import McpServe, parse_command
 from testkit.e2e import (
     REPO_DIR,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-import starter
+from runtime.command_line import parse_command
+from runtime.user_errors import UsageError
 from activities.llm import LLMActivities
 from config.settings import OPENMANUS_KEYS, BrowserSettings, ConfigError, LLMSettings, SearchSettings
 from testkit.e2e import child_env, run_cli, server_address, start_starter, unique_queue
@@ -214,10 +215,10 @@ async def test_a_keyless_ollama_server_is_called_without_a_key(tmp_path):
 
 
 def test_llm_option_is_part_of_the_run_command():
-    assert starter.parse_command(["--llm", "fast", "do it"]).llm == "fast"
-    assert starter.parse_command(["run", "--flow", "planning", "--llm", "fast", "plan it"]).llm == "fast"
-    with pytest.raises(starter.UsageError, match="--llm needs the name"):
-        starter.parse_command(["--llm", " ", "do it"])
+    assert parse_command(["--llm", "fast", "do it"]).llm == "fast"
+    assert parse_command(["run", "--flow", "planning", "--llm", "fast", "plan it"]).llm == "fast"
+    with pytest.raises(UsageError, match="--llm needs the name"):
+        parse_command(["--llm", " ", "do it"])
 
 
 def test_an_unknown_llm_name_is_one_line_listing_the_known_ones(tmp_path):

@@ -20,7 +20,7 @@ from agent_model.llm_io import ThinkRequest
 from agent_model.messages import user_message
 from agent_model.state import AgentState, StopReason
 from config.settings import LLMSettings
-import starter
+from runtime import commands
 from testkit.fake_openai import Raw, Reply, call
 from tests.test_agent_workflow import start
 from tests.test_planning_flow import FlowScript, start_flow
@@ -79,7 +79,7 @@ async def test_a_run_ends_with_a_note_after_one_request(time_skipping_env, worke
     assert (result.state, result.stop_reason) == (AgentState.FINISHED, StopReason.REPLY_TOO_LARGE)
     assert result.note.startswith("Stopped: the model's reply was too large to use")
     assert len(fake_llm.requests) == 1
-    assert starter.report(result, io.StringIO()) == 1
+    assert commands.report(result, io.StringIO()) == 1
 
 
 async def test_a_flow_whose_planner_replies_too_much_ends_with_a_note(time_skipping_env, worker, settings, fake_llm):
@@ -90,4 +90,4 @@ async def test_a_flow_whose_planner_replies_too_much_ends_with_a_note(time_skipp
     assert result.outcome == FlowOutcome.ERROR
     assert result.note.startswith(f"the planner's LLM call failed: {REPLY_TOO_LARGE_ERROR}: the reply")
     assert len(script.by_role["plan"]) == 1
-    assert starter.report_flow(result, io.StringIO()) == 1
+    assert commands.report_flow(result, io.StringIO()) == 1

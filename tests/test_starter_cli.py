@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-import starter
+from runtime import command_line
+from runtime.user_errors import UsageError
 from agent_model.flow import DEFAULT_FLOW_TIMEOUT_SECONDS
 from runtime.connection import DEFAULT_ADDRESS
 from runtime.task_queue import live_workers
@@ -143,7 +144,7 @@ async def test_answer_with_no_worker_running_is_one_line(dev_env, tmp_path):
 
 
 def command(name: str, **fields):
-    return getattr(starter, name)(**fields)
+    return getattr(command_line, name)(**fields)
 
 
 SUBCOMMAND_LINES = [
@@ -179,7 +180,7 @@ SUBCOMMAND_LINES = [
 
 @pytest.mark.parametrize("argv, name, fields", SUBCOMMAND_LINES, ids=[shlex.join(a) for a, _, _ in SUBCOMMAND_LINES])
 def test_each_command_line_parses_to_its_command(argv, name, fields):
-    parsed = starter.parse_command(argv)
+    parsed = command_line.parse_command(argv)
     assert parsed == command(name, **fields)
     for field in dataclasses.fields(parsed):  # a description, not a namespace to fill in later
         with pytest.raises(dataclasses.FrozenInstanceError):
@@ -187,7 +188,7 @@ def test_each_command_line_parses_to_its_command(argv, name, fields):
 
 
 def test_a_run_keeps_its_defaults():
-    run = starter.parse_command(["do it"])
+    run = command_line.parse_command(["do it"])
     assert (run.agent, run.agents, run.flow, run.worker, run.detach) == ("manus", ("manus",), None, "auto", False)
     assert (run.timeout, run.run_id, run.config, run.max_steps, run.steps_per_run) == (
         DEFAULT_FLOW_TIMEOUT_SECONDS, None, None, None, None
@@ -210,7 +211,7 @@ OLD_AND_NEW = [
 
 @pytest.mark.parametrize("old, new", OLD_AND_NEW, ids=[shlex.join(o) for o, _ in OLD_AND_NEW])
 def test_old_flag_forms_mean_the_same_commands(old, new):
-    assert starter.parse_command(old) == starter.parse_command(new)
+    assert command_line.parse_command(old) == command_line.parse_command(new)
 
 
 @pytest.mark.parametrize(
@@ -229,8 +230,8 @@ def test_old_flag_forms_mean_the_same_commands(old, new):
     ],
 )
 def test_bad_command_lines_are_usage_errors(argv, expected):
-    with pytest.raises(starter.UsageError) as caught:
-        starter.parse_command(argv)
+    with pytest.raises(UsageError) as caught:
+        command_line.parse_command(argv)
     message = str(caught.value)
     assert expected in message and "\n" not in message
 
@@ -279,12 +280,12 @@ def test_every_starter_command_in_the_readme_parses():
     for words in lines:
         if "--help" in words:
             with pytest.raises(SystemExit) as printed:
-                starter.parse_command(words)
+                command_line.parse_command(words)
             assert printed.value.code == 0
             continue
         try:
-            starter.parse_command(words)
-        except starter.UsageError as e:
+            command_line.parse_command(words)
+        except UsageError as e:
             pytest.fail(f"README's `python starter.py {shlex.join(words)}` is refused: {e}")
     named = {words[0] for words in lines if words}
     assert {"run", "attach", "list", "show", "result", "answer", "cancel", "rewind", "worker", "server"} <= named, named
