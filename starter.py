@@ -11,13 +11,11 @@
     python starter.py rewind ID --to-step N        # re-run a run from the end of step N
     python starter.py worker                       # a worker, as `python worker.py` (same options)
     python starter.py server                       # start the embedded Temporal server, detached
-    python starter.py mcp-server [--http HOST:PORT] [--worker]   # MCP tools for the runs (stdio by default)
+    python starter.py mcp-server [--http HOST:PORT] [--with-worker]   # MCP tools for the runs (stdio by default)
 
 Which command: when the first argument is exactly one of the command names,
 it is the command; anything else is a run's arguments. A task that is itself a
-command name goes after `run`: `python starter.py run list`. The old flag forms
-(--attach ID, --list, --show ID, --result ID, --answer ID TEXT, --cancel ID,
---rewind ID --to-step N) still work and mean the same commands.
+command name goes after `run`: `python starter.py run list`.
 
 run, attach and rewind start the embedded Temporal server (detached, SQLite
 under .data/) when TEMPORAL_ADDRESS is unset and nothing listens on

@@ -2,10 +2,8 @@
 
 The first argument names the command when it is exactly one of COMMANDS;
 anything else is a run's arguments (`python starter.py "task"` is `run
-"task"`), and a task that is itself a command name goes after `run`. The old
-flag forms (--attach ID, --list, --show ID, --result ID, --answer ID TEXT,
---cancel ID, --rewind ID --to-step N) are hidden options of `run` that map onto
-the same commands. Every complaint is a one-line UsageError.
+"task"`), and a task that is itself a command name goes after `run`. Every
+complaint is a one-line UsageError.
 """
 
 from __future__ import annotations
@@ -156,8 +154,6 @@ COMMANDS = {
 }
 COMMANDS["mcp"] = Run
 """`mcp` is a run of the mcp agent (parse_command builds it)."""
-OLD_FLAGS = ("attach", "answer", "cancel", "list", "show", "result", "rewind")
-"""The flags that were the commands before there were subcommands; they still are."""
 FOLLOWS_A_RUN = (Run, Attach, Rewind)
 """Commands that follow a run to its end. Only they may start the embedded
 server (a new run goes there, an existing one lives there), and their
@@ -176,9 +172,6 @@ list, show, result, answer and cancel never start a Temporal server: with
 none to reach they say so in one line (exit 2). run, attach and rewind start
 the embedded one when TEMPORAL_ADDRESS is unset and nothing answers on
 127.0.0.1:7233; `server` starts it alone.
-
-The old flag forms still work: --attach ID, --list, --show ID, --result ID,
---answer ID TEXT, --cancel ID, --rewind ID --to-step N.
 
 Exit codes: 0 the run finished its task; 1 it ended otherwise; 2 bad input or
 configuration; 3 lost the Temporal server while following; 130 Ctrl-C."""
@@ -246,13 +239,6 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     add_config(run)
     run.add_argument("--detach", action="store_true", help="start the run, print its id and exit")
     add_worker_mode(run)
-    # The old command flags, kept for scripts; parse_command maps each onto its command.
-    for flag in OLD_FLAGS:
-        if flag == "list":
-            run.add_argument("--list", action="store_true", help=argparse.SUPPRESS)
-        else:
-            run.add_argument(f"--{flag}", nargs=2 if flag == "answer" else None, help=argparse.SUPPRESS)
-    run.add_argument("--to-step", type=int, help=argparse.SUPPRESS)
 
 
 def build_parser() -> Parser:
@@ -299,7 +285,9 @@ def build_parser() -> Parser:
         "--http", type=host_port, metavar="HOST:PORT",
         help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio",
     )
-    mcp.add_argument("--worker", action="store_true", help="also run a worker in this process while serving")
+    mcp.add_argument(
+        "--with-worker", dest="worker", action="store_true", help="also run a worker in this process while serving"
+    )
     mcp.add_argument(
         "--show-token", action="store_true",
         help="with --http: print the bearer token that clients must send (printed anyway when first made)",
@@ -347,7 +335,7 @@ def parse_command(argv: Sequence[str]) -> Command:
     if bad is not None:
         raise UsageError(f"{bad} is not valid UTF-8 text")
     if args.command == "run":
-        command = run_or_old_form(args, named)
+        command = new_run(args, named)
     elif args.command == "worker":
         command = ServeWorker(argv=tuple(argv[1:]))
     elif args.command == "mcp":
@@ -380,14 +368,7 @@ def not_utf8(args: argparse.Namespace) -> str | None:
     return None
 
 
-def run_or_old_form(args: argparse.Namespace, named: bool) -> Command:
-    old = [flag for flag in OLD_FLAGS if getattr(args, flag) not in (None, False)]
-    if len(old) > 1:
-        raise UsageError(f"--{old[0]} and --{old[1]} do not go together")
-    if old:
-        return old_form(args, old[0])
-    if args.to_step is not None:
-        raise UsageError("--to-step goes with --rewind")
+def new_run(args: argparse.Namespace, named: bool) -> Run:
     check_task(args.task, 'python starter.py "what the agent should do"')
     if not named and args.task in COMMANDS:
         raise UsageError(
@@ -438,22 +419,3 @@ def mcp_run(args: argparse.Namespace) -> Run:
         worker="always" if ad_hoc else "auto",
     )
 
-
-def old_form(args: argparse.Namespace, flag: str) -> Command:
-    """The command an old flag form names; the run options it does not use are ignored, as they were."""
-    if args.task:
-        raise UsageError(f"give either a task or --{flag}, not both")
-    if flag == "rewind" and args.to_step is None:
-        raise UsageError("--rewind needs --to-step N")
-    if flag != "rewind" and args.to_step is not None:
-        raise UsageError("--to-step goes with --rewind")
-    value = getattr(args, flag)
-    if flag == "list":
-        return ListRuns(config=args.config)
-    if flag == "result":
-        return Result(run_id=value, config=args.config)
-    if flag == "answer":
-        return Answer(run_id=value[0], text=value[1], worker=args.worker, config=args.config)
-    if flag == "rewind":
-        return Rewind(run_id=value, to_step=args.to_step, detach=args.detach, worker=args.worker, config=args.config)
-    return COMMANDS[flag](run_id=value, worker=args.worker, config=args.config)

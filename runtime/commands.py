@@ -79,8 +79,10 @@ async def run_handle(
     return handle, run_control.is_flow(description)
 
 
-async def execute(command: Command, following: Following | None = None, out: TextIO = sys.stdout) -> int:
-    """Carry out one command (not `worker`, which is worker.py's); returns the exit code."""
+async def execute(command: Command, following: Following | None = None, out: TextIO | None = None) -> int:
+    """Carry out one command (not `worker`, which is worker.py's); returns the exit code.
+    `out` defaults to sys.stdout as it is at the call."""
+    out = out or sys.stdout
     if isinstance(command, StartServer):
         return await start_server(out)
     if isinstance(command, McpServe):

@@ -4,7 +4,7 @@ Any MCP client (a desktop assistant, an IDE) can start agent runs and
 planning flows here, follow them, answer their questions, cancel them and
 read their results. The tools only talk to Temporal: a run is a workflow that
 outlives this server, the client and the conversation; a worker carries it
-out (`python worker.py`, or this server's own with --worker).
+out (`python worker.py`, or this server's own with --with-worker).
 
 The transport is stdio unless --http HOST:PORT asks for streamable HTTP (at
 http://HOST:PORT/mcp). In stdio mode stdout is the protocol channel, so

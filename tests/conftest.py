@@ -11,6 +11,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from config.settings import Settings
 from runtime.worker_factory import build_worker
+from testkit.cli import InProcessCli
 from testkit.fake_openai import FakeOpenAI
 from testkit.servers import MissingBinary, start_dev_server, start_time_skipping_server
 from testkit.settings import make_settings
@@ -54,3 +55,9 @@ def settings(fake_llm, tmp_path) -> Settings:
 async def worker(time_skipping_env, settings):
     async with build_worker(time_skipping_env.client, settings) as running:
         yield running
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch) -> InProcessCli:
+    """starter.py's or worker.py's main, called in this process (testkit/cli.py)."""
+    return InProcessCli(capsys, monkeypatch)

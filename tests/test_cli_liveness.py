@@ -93,7 +93,7 @@ async def test_back_to_back_commands_each_finish(env, fake_llm, tmp_path):
         children.append(first)
         finished(first, await first.wait(COMMAND_BOUND))
 
-        show = start_starter(["--show", run_id_of(first)], env, logs, name="show")
+        show = start_starter(["show", run_id_of(first)], env, logs, name="show")
         children.append(show)
         assert await show.wait(COMMAND_BOUND) == 0, show.describe()
         assert "── step 1 ──" in show.stdout(), show.describe()
@@ -120,7 +120,7 @@ async def test_attach_right_after_a_crash_finishes(env, fake_llm, tmp_path):
         run_id = run_id_of(crashed)
         crashed.kill()
 
-        attached = start_starter(["--attach", run_id], env, logs, name="attach")
+        attached = start_starter(["attach", run_id], env, logs, name="attach")
         children.append(attached)
         finished(attached, await attached.wait(COMMAND_BOUND))
         assert_no_noise(attached)

@@ -213,10 +213,10 @@ async def test_the_cli_follows_shows_and_lists_a_continued_run_as_one(harness, f
     assert out.rstrip().endswith("five printed")
     run_id = next(line.split()[1] for line in out.splitlines() if line.startswith("run "))
 
-    shown = await harness.cli("--show", run_id)
+    shown = await harness.cli("show", run_id)
     assert [f"── step {n} ──" in shown for n in range(1, 7)] == [True] * 6
     assert "← out 5" in shown
-    listed = await harness.cli("--list")
+    listed = await harness.cli("list")
     assert [line.split()[0] for line in listed.splitlines()].count(run_id) == 1
     handle = harness.dev_env.client.get_workflow_handle(run_id)
     details = (await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)).current_details

@@ -133,7 +133,7 @@ async def test_starter_detach_then_attach(dev_env, fake_llm, tmp_path):
         assert (await handle.describe()).status.name == "RUNNING"
 
         # --attach with nobody polling: its own worker runs the run to the end.
-        attached = start_starter(["--attach", run_id], env, logs, name="attach")
+        attached = start_starter(["attach", run_id], env, logs, name="attach")
         code = await attached.wait(RUN_TIMEOUT)
         assert_followed_to_the_end(attached, code)
         assert f"run {run_id}" in attached.stdout().splitlines()

@@ -103,7 +103,7 @@ async def test_runs_are_started_followed_answered_and_cancelled_over_stdio(dev_e
     queue = unique_queue("mcp")
     env = child_env(tmp_path, address=server_address(dev_env), task_queue=queue, base_url=fake_llm.base_url)
     log = tmp_path / "mcp-server.err"
-    async with stdio_session(env, log, "--worker") as session:
+    async with stdio_session(env, log, "--with-worker") as session:
         listed = await session.client.list_tools()
         assert {tool.name for tool in listed.tools} == TOOLS
         start_schema = next(t for t in listed.tools if t.name == "start_run").input_schema
@@ -111,7 +111,7 @@ async def test_runs_are_started_followed_answered_and_cancelled_over_stdio(dev_e
 
         started = await session.call("start_run", task="Pick a colour")
         colour = started["run_id"]
-        assert started["worker_running"] is True, started  # the server's own worker (--worker)
+        assert started["worker_running"] is True, started  # the server's own worker (--with-worker)
         assert started["web_ui"].endswith(f"/workflows/{colour}")
 
         question = await pending_question(session, colour)
@@ -172,7 +172,7 @@ async def test_a_flow_is_followed_and_its_step_answered_over_stdio(dev_env, fake
     fake_llm.responder = script
     queue = unique_queue("mcp-flow")
     env = child_env(tmp_path, address=server_address(dev_env), task_queue=queue, base_url=fake_llm.base_url)
-    async with stdio_session(env, tmp_path / "mcp-server.err", "--worker") as session:
+    async with stdio_session(env, tmp_path / "mcp-server.err", "--with-worker") as session:
         flow = (await session.call("start_flow", task="Report on a region", agents=["manus"]))["run_id"]
         question = await pending_question(session, flow)
         assert question["text"] == "Which region?" and question["run_id"] == f"{flow}/step-1"
@@ -251,7 +251,7 @@ async def test_streamable_http_serves_the_same_tools(dev_env, fake_llm, tmp_path
 
 def test_the_command_line_names_the_transport():
     assert parse_command(["mcp-server"]) == McpServe()
-    command = parse_command(["mcp-server", "--http", "127.0.0.1:8000", "--worker", "--config", "c.toml"])
+    command = parse_command(["mcp-server", "--http", "127.0.0.1:8000", "--with-worker", "--config", "c.toml"])
     assert command == McpServe(http=("127.0.0.1", 8000), worker=True, config="c.toml")
     assert parse_command(["mcp-server", "--http", "[::1]:9000"]).http == ("::1", 9000)
     assert parse_command(["mcp-server", "--http", "127.0.0.1:8000", "--show-token"]).show_token is True

@@ -14,21 +14,19 @@ from temporalio.converter import DataConverter
 from agent_model.workspace_names import workspace_name_for
 from agent_model.run import AgentRunInput
 from runtime.worker_factory import build_worker
-from testkit.e2e import child_env, server_address, start_starter, wait_until
+from testkit.cli import InProcessCli, cli_environment
+from testkit.e2e import child_env, server_address, wait_until
 from testkit.fake_openai import Reply, call, python, terminate
 from testkit.settings import make_settings
 from tests.test_e2e import appending_code, tagged
 from workflows import search_attributes
 from workflows.agent import AgentWorkflow
 
-pytestmark = pytest.mark.e2e
-
-
 class Harness:
-    """An in-process worker on the dev server, and starter.py as the user runs it."""
+    """An in-process worker on the dev server, and starter.py's commands as the user runs them."""
 
-    def __init__(self, dev_env, fake_llm, tmp_path):
-        self.dev_env, self.fake, self.tmp_path = dev_env, fake_llm, tmp_path
+    def __init__(self, dev_env, fake_llm, tmp_path, cli: InProcessCli):
+        self.dev_env, self.fake, self.tmp_path, self.in_process = dev_env, fake_llm, tmp_path, cli
         self.settings = make_settings(fake_llm.base_url, tmp_path / "workspace")
         self.env = child_env(
             tmp_path, address=server_address(dev_env), task_queue=self.settings.task_queue, base_url=fake_llm.base_url
@@ -45,18 +43,18 @@ class Harness:
         )
 
     async def cli(self, *args: str, expect: int = 0) -> str:
-        starter = start_starter(["--worker", "never", *args], self.env, self.tmp_path / "logs", name=args[0].strip("-"))
-        code = await starter.wait(60)
-        assert code == expect, starter.describe()
+        never = [] if args[0] in ("list", "result") else ["--worker", "never"]
+        done = await self.in_process.in_thread(*args, *never, env_extra=cli_environment(self.env))
+        assert done.returncode == expect, done
         if expect == 2:
-            assert len(starter.stderr().strip().splitlines()) == 1 and "Traceback" not in starter.stderr()
-            return starter.stderr()
-        return starter.stdout()
+            assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
+            return done.stderr
+        return done.stdout
 
 
 @pytest.fixture
-async def harness(dev_env, fake_llm, tmp_path):
-    h = Harness(dev_env, fake_llm, tmp_path)
+async def harness(dev_env, fake_llm, tmp_path, cli):
+    h = Harness(dev_env, fake_llm, tmp_path, cli)
     async with build_worker(dev_env.client, h.settings):
         yield h
 
@@ -70,23 +68,23 @@ async def test_answer_result_show_and_list(harness, fake_llm):
     handle = await harness.start("Pick a colour")
     await wait_for_question(handle)
 
-    out = await harness.cli("--answer", handle.id, "blue")
+    out = await harness.cli("answer", handle.id, "blue")
     assert f"answered question 1.1 of {handle.id}: Which colour?" in out
     result = await handle.result()
     assert result.final_answer == "blue it is"
 
-    assert "has ended" in await harness.cli("--answer", handle.id, "again", expect=2)
-    assert "no run with id 'nope'" in await harness.cli("--answer", "nope", "x", expect=2)
-    assert "no run with id 'nope'" in await harness.cli("--show", "nope", expect=2)
+    assert "has ended" in await harness.cli("answer", handle.id, "again", expect=2)
+    assert "no run with id 'nope'" in await harness.cli("answer", "nope", "x", expect=2)
+    assert "no run with id 'nope'" in await harness.cli("show", "nope", expect=2)
 
-    out = await harness.cli("--result", handle.id)
+    out = await harness.cli("result", handle.id)
     assert "FINISHED (terminated) after 2 steps" in out and out.rstrip().endswith("blue it is")
 
-    out = await harness.cli("--show", handle.id)
+    out = await harness.cli("show", handle.id)
     assert "── step 1 ──" in out and "thought: I need to ask." in out
     assert '→ ask_human({"inquire": "Which colour?"})' in out and "← The user answered: blue" in out
 
-    out = await harness.cli("--list")
+    out = await harness.cli("list")
     (row,) = [line for line in out.splitlines() if line.startswith(handle.id)]
     assert row.split()[1:4] == ["manus", "FINISHED", "2"]
     assert out.splitlines()[0].split() == ["RUN", "ID", "AGENT/FLOW", "STATE", "STEP", "AGE"]
@@ -96,11 +94,11 @@ async def test_answer_without_a_waiting_question_is_an_error(harness, fake_llm):
     fake_llm.turns = [Reply(tool_calls=[call("python_execute", {"code": "import time; time.sleep(30)"})]), terminate("x")]
     handle = await harness.start()
     await wait_until(lambda: len(fake_llm.requests) >= 1, 30, "the first think")
-    assert "has no question waiting" in await harness.cli("--answer", handle.id, "hello", expect=2)
-    out = await harness.cli("--cancel", handle.id)
+    assert "has no question waiting" in await harness.cli("answer", handle.id, "hello", expect=2)
+    out = await harness.cli("cancel", handle.id)
     assert f"run {handle.id} ended: CANCELLED" in out
-    assert "has already ended" in await harness.cli("--cancel", handle.id, expect=2)
-    out = await harness.cli("--list")
+    assert "has already ended" in await harness.cli("cancel", handle.id, expect=2)
+    out = await harness.cli("list")
     (row,) = [line for line in out.splitlines() if line.startswith(handle.id)]
     assert row.split()[2] == "CANCELLED"
 
@@ -117,7 +115,7 @@ async def test_rewind_keeps_the_steps_before_and_reruns_the_rest(harness, fake_l
     assert first.steps_taken == 3 and len(fake_llm.requests) == 3
     before = len(fake_llm.requests)
 
-    out = await harness.cli("--rewind", handle.id, "--to-step", "1")
+    out = await harness.cli("rewind", handle.id, "--to-step", "1")
     assert f"rewound {handle.id} to the end of step 1: new run" in out
     assert out.rstrip().endswith("three steps done")
 
@@ -131,8 +129,8 @@ async def test_rewind_keeps_the_steps_before_and_reruns_the_rest(harness, fake_l
 
     new = await harness.dev_env.client.get_workflow_handle(handle.id).result()
     assert new["final_answer"] == "three steps done"
-    assert "--to-step must be from 0 to 2" in await harness.cli("--rewind", handle.id, "--to-step", "3", expect=2)
-    assert "--rewind needs --to-step N" in await harness.cli("--rewind", handle.id, expect=2)
+    assert "--to-step must be from 0 to 2" in await harness.cli("rewind", handle.id, "--to-step", "3", expect=2)
+    assert "required: --to-step" in await harness.cli("rewind", handle.id, expect=2)
 
 
 async def test_a_finished_run_tells_its_story(harness, fake_llm, dev_env):

@@ -1,4 +1,7 @@
-"""Bad input to the CLI: one clear line on stderr, exit code 2, no traceback."""
+"""Bad input to the CLI: one clear line on stderr, exit code 2, no traceback.
+
+The commands run in this process (testkit/cli.py); tests/test_cli_smoke.py
+runs the scripts themselves."""
 
 from __future__ import annotations
 
@@ -10,7 +13,6 @@ import re
 import shlex
 import signal
 import socket
-import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -23,14 +25,15 @@ from agent_model.flow import DEFAULT_FLOW_TIMEOUT_SECONDS
 from runtime.connection import DEFAULT_ADDRESS
 from runtime.task_queue import live_workers
 from runtime.worker_factory import build_worker
-from testkit.e2e import child_env, run_cli, server_address, start_starter, unique_queue, wait_until
+from testkit.cli import Outcome
+from testkit.e2e import child_env, server_address, start_starter, unique_queue, wait_until
 from testkit.fake_openai import Reply, call, terminate
 from testkit.settings import make_settings
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def assert_one_line_error(proc: subprocess.CompletedProcess, expected: str) -> None:
+def assert_one_line_error(proc: Outcome, expected: str) -> None:
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
@@ -39,53 +42,53 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, expected: str) -> N
 
 
 @pytest.mark.parametrize("task", ["", "   "])
-def test_empty_task_is_refused(task):
-    assert_one_line_error(run_cli(task), "the task is empty")
+def test_empty_task_is_refused(cli, task):
+    assert_one_line_error(cli(task), "the task is empty")
 
 
-def test_no_task_at_all_is_refused():
-    assert_one_line_error(run_cli(), "the task is empty")
+def test_no_task_at_all_is_refused(cli):
+    assert_one_line_error(cli(), "the task is empty")
 
 
-def test_unknown_agent_is_refused():
-    assert_one_line_error(run_cli("--agent", "wizard", "do it"), "unknown agent 'wizard'")
+def test_unknown_agent_is_refused(cli):
+    assert_one_line_error(cli("--agent", "wizard", "do it"), "unknown agent 'wizard'")
 
 
-def test_bad_config_file_names_file_and_field(tmp_path):
+def test_bad_config_file_names_file_and_field(cli, tmp_path):
     config = tmp_path / "bad.toml"
     config.write_text("[llm]\nmax_tokens = 'lots'\n")
-    assert_one_line_error(run_cli("--config", str(config), "do it"), f"{config}: [llm] max_tokens")
+    assert_one_line_error(cli("--config", str(config), "do it"), f"{config}: [llm] max_tokens")
 
 
-def test_missing_config_file_is_an_error(tmp_path):
-    assert_one_line_error(run_cli("--config", str(tmp_path / "nope.toml"), "do it"), "config file not found")
+def test_missing_config_file_is_an_error(cli, tmp_path):
+    assert_one_line_error(cli("--config", str(tmp_path / "nope.toml"), "do it"), "config file not found")
 
 
-def test_unreachable_temporal_address():
-    assert_one_line_error(run_cli("do it"), "cannot reach Temporal at 127.0.0.1:9")
+def test_unreachable_temporal_address(cli):
+    assert_one_line_error(cli("do it"), "cannot reach Temporal at 127.0.0.1:9")
 
 
-def test_worker_missing_api_key(tmp_path):
-    proc = run_cli(script="worker.py", env_extra={"OPENAI_API_KEY": None, "DURABLE_MANUS_CONFIG": str(tmp_path / "none.toml")})
+def test_worker_missing_api_key(cli, tmp_path):
+    proc = cli(script="worker.py", env_extra={"OPENAI_API_KEY": None, "DURABLE_MANUS_CONFIG": str(tmp_path / "none.toml")})
     assert_one_line_error(proc, "config file not found")
     config = tmp_path / "c.toml"
     config.write_text('[llm]\nmodel = "gpt-4o"\n')
-    proc = run_cli(script="worker.py", env_extra={"OPENAI_API_KEY": None, "DURABLE_MANUS_CONFIG": str(config)})
+    proc = cli(script="worker.py", env_extra={"OPENAI_API_KEY": None, "DURABLE_MANUS_CONFIG": str(config)})
     assert_one_line_error(proc, "[llm] api_key is missing")
 
 
-def test_flow_with_an_unknown_executor_is_refused():
-    assert_one_line_error(run_cli("--flow", "planning", "--agents", "manus,wizard", "do it"), "unknown agent 'wizard'")
+def test_flow_with_an_unknown_executor_is_refused(cli):
+    assert_one_line_error(cli("--flow", "planning", "--agents", "manus,wizard", "do it"), "unknown agent 'wizard'")
 
 
-def test_flow_timeout_must_leave_room_for_the_summary():
-    assert_one_line_error(run_cli("--flow", "planning", "--timeout", "30", "do it"), "--timeout must be more than 60 s")
+def test_flow_timeout_must_leave_room_for_the_summary(cli):
+    assert_one_line_error(cli("--flow", "planning", "--timeout", "30", "do it"), "--timeout must be more than 60 s")
 
 
-def test_task_over_the_input_limit_is_refused(tmp_path):
+def test_task_over_the_input_limit_is_refused(cli, tmp_path):
     config = tmp_path / "small.toml"
     config.write_text('[llm]\nmodel = "gpt-4o"\napi_key = "sk-x"\nmax_input_tokens = 800\n')
-    proc = run_cli("--config", str(config), "word " * 2000)
+    proc = cli("--config", str(config), "word " * 2000)
     assert_one_line_error(proc, "over max_input_tokens 800 of gpt-4o")
 
 
@@ -94,18 +97,19 @@ def test_task_over_the_input_limit_is_refused(tmp_path):
     [
         ([b"\xff\xfe"], "the task"),
         (["--agent", b"man\xffus", "do it"], "--agent"),
-        (["--answer", "some-run", b"\xfe yes"], "--answer"),
+        (["answer", "some-run", b"\xfe yes"], "the answer"),
+        (["run", "--id", b"r\xff1", "do it"], "--id"),
     ],
 )
-def test_arguments_that_are_not_utf8_are_refused(args, named):
-    assert_one_line_error(run_cli(*args), f"{named} is not valid UTF-8 text")
+def test_arguments_that_are_not_utf8_are_refused(cli, args, named):
+    assert_one_line_error(cli(*args), f"{named} is not valid UTF-8 text")
 
 
-def test_worker_refuses_a_workspace_root_that_is_a_file(tmp_path):
+def test_worker_refuses_a_workspace_root_that_is_a_file(cli, tmp_path):
     a_file = tmp_path / "a-file"
     a_file.write_text("")
     for root, problem in ((a_file, "is not a directory"), (a_file / "below", "cannot be created")):
-        proc = run_cli(script="worker.py", env_extra={"WORKSPACE_ROOT": str(root)})
+        proc = cli(script="worker.py", env_extra={"WORKSPACE_ROOT": str(root)})
         assert_one_line_error(proc, f"workspace root {root} (WORKSPACE_ROOT or [workspace] root) {problem}")
 
 
@@ -113,25 +117,24 @@ def dev_address(dev_env) -> str:
     return dev_env.client.service_client.config.target_host
 
 
-async def test_starter_refuses_a_workspace_root_that_is_a_file(dev_env, tmp_path):
+async def test_starter_refuses_a_workspace_root_that_is_a_file(cli, dev_env, tmp_path):
     a_file = tmp_path / "a-file"
     a_file.write_text("")
     env = {"TEMPORAL_ADDRESS": dev_address(dev_env), "WORKSPACE_ROOT": str(a_file / "below")}
-    proc = await asyncio.to_thread(run_cli, "--worker", "always", "do it", env_extra=env)
+    proc = await cli.in_thread("--worker", "always", "do it", env_extra=env)
     assert_one_line_error(proc, "(WORKSPACE_ROOT or [workspace] root) cannot be created")
 
 
-async def test_answer_with_no_worker_running_is_one_line(dev_env, tmp_path):
+async def test_answer_with_no_worker_running_is_one_line(cli, dev_env, tmp_path):
     env = {"TEMPORAL_ADDRESS": dev_address(dev_env), "WORKSPACE_ROOT": str(tmp_path / "ws")}
     run_id = f"no-worker-{uuid.uuid4().hex[:8]}"
-    started = await asyncio.to_thread(
-        run_cli, "--detach", "--worker", "never", "--id", run_id, "wait for me", env_extra=env
+    started = await cli.in_thread("--detach", "--worker", "never", "--id", run_id, "wait for me", env_extra=env
     )
     assert started.returncode == 0, started.stderr
     try:
-        proc = await asyncio.to_thread(run_cli, "--answer", run_id, "yes", "--worker", "never", env_extra=env)
+        proc = await cli.in_thread("answer", run_id, "yes", "--worker", "never", env_extra=env)
         assert_one_line_error(proc, f"run {run_id} did not answer")
-        proc = await asyncio.to_thread(run_cli, "--show", run_id, "--worker", "never", env_extra=env)
+        proc = await cli.in_thread("show", run_id, "--worker", "never", env_extra=env)
         assert_one_line_error(proc, "is a worker running?")
     finally:
         await dev_env.client.get_workflow_handle(run_id).terminate("test over")
@@ -195,23 +198,16 @@ def test_a_run_keeps_its_defaults():
     )
 
 
-OLD_AND_NEW = [
-    (["--attach", "r1"], ["attach", "r1"]),
-    (["--list"], ["list"]),
-    (["--show", "r1"], ["show", "r1"]),
-    (["--worker", "never", "--show", "r1"], ["show", "r1", "--worker", "never"]),
-    (["--result", "r1"], ["result", "r1"]),
-    (["--answer", "r1", "blue"], ["answer", "r1", "blue"]),
-    (["--worker", "never", "--answer", "r1", "blue"], ["answer", "--worker", "never", "r1", "blue"]),
-    (["--cancel", "r1", "--config", "c.toml"], ["cancel", "r1", "--config", "c.toml"]),
-    (["--rewind", "r1", "--to-step", "1"], ["rewind", "r1", "--to-step", "1"]),
-    (["--rewind", "r1", "--to-step", "1", "--detach"], ["rewind", "r1", "--to-step", "1", "--detach"]),
-]
+OLD_FLAG_FORMS = [["--attach", "r1"], ["--list"], ["--show", "r1"], ["--result", "r1"], ["--answer", "r1", "blue"],
+                  ["--cancel", "r1"], ["--rewind", "r1", "--to-step", "1"], ["mcp-server", "--worker"]]
 
 
-@pytest.mark.parametrize("old, new", OLD_AND_NEW, ids=[shlex.join(o) for o, _ in OLD_AND_NEW])
-def test_old_flag_forms_mean_the_same_commands(old, new):
-    assert command_line.parse_command(old) == command_line.parse_command(new)
+@pytest.mark.parametrize("argv", OLD_FLAG_FORMS, ids=shlex.join)
+def test_the_old_flag_forms_are_gone(argv):
+    """The flags that were commands before the subcommands (and mcp-server's
+    --worker, now --with-worker: --worker names the in-process worker mode)."""
+    with pytest.raises(UsageError, match="unrecognized arguments"):
+        command_line.parse_command(argv)
 
 
 @pytest.mark.parametrize(
@@ -223,9 +219,6 @@ def test_old_flag_forms_mean_the_same_commands(old, new):
         (["show", ""], "the run id is empty"),
         (["answer", "r1"], "the following arguments are required: TEXT"),
         (["rewind", "r1"], "--to-step"),
-        (["--rewind", "r1"], "--rewind needs --to-step N"),
-        (["--list", "--show", "r1"], "--list"),
-        (["--list", "a task"], "give either a task or --list, not both"),
         (["worker", "--connect-timeout", "soon"], "invalid float value: 'soon'"),
     ],
 )
@@ -247,18 +240,18 @@ def test_bad_command_lines_are_usage_errors(argv, expected):
     ],
     ids=["list extra", "show", "rewind no step", "option then command", "answer not utf8"],
 )
-def test_bad_command_lines_are_one_line_from_the_process(argv, expected):
-    assert_one_line_error(run_cli(*argv), expected)
+def test_bad_command_lines_are_one_line_from_main(cli, argv, expected):
+    assert_one_line_error(cli(*argv), expected)
 
 
-def test_help_explains_how_a_task_is_told_from_a_command():
-    proc = run_cli("--help")
+def test_help_explains_how_a_task_is_told_from_a_command(cli):
+    proc = cli("--help")
     assert proc.returncode == 0, proc.stderr
     text = " ".join(proc.stdout.split())
     for name in ("run", "attach", "list", "show", "result", "answer", "cancel", "rewind", "worker", "server"):
         assert re.search(rf"^\s+{name}\s", proc.stdout, re.M), f"{name} is missing from --help:\n{proc.stdout}"
     assert "python starter.py run list" in text, proc.stdout
-    assert "--attach ID" in text and "--answer ID TEXT" in text, proc.stdout  # the old forms, still taken
+    assert "--attach ID" not in text and "old flag" not in text, proc.stdout  # the old forms are gone
     assert "never start" in text, proc.stdout
 
 
@@ -330,17 +323,15 @@ def default_address_env(tmp_path: Path) -> dict:
 
 @pytest.mark.parametrize(
     "argv",
-    [["list"], ["result", "r1"], ["show", "r1"], ["answer", "r1", "yes"], ["cancel", "r1"], ["--list"], ["--show", "r1"]],
+    [["list"], ["result", "r1"], ["show", "r1"], ["answer", "r1", "yes"], ["cancel", "r1"]],
     ids=shlex.join,
 )
-def test_commands_on_existing_runs_start_no_server(argv, tmp_path):
+def test_commands_on_existing_runs_start_no_server(cli, argv, tmp_path):
     if port_open(DEFAULT_ADDRESS):
         pytest.skip(f"something listens on {DEFAULT_ADDRESS}")
     data = tmp_path / "data"
     try:
-        proc = run_cli(*argv, env_extra=default_address_env(tmp_path))
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{argv} did not end within 60 s")
+        proc = cli(*argv, env_extra=default_address_env(tmp_path))
     finally:
         stop_started_server(data)
     assert not data.exists(), f"{argv} started the embedded server"
@@ -351,35 +342,34 @@ def test_commands_on_existing_runs_start_no_server(argv, tmp_path):
     assert proc.stdout == ""
 
 
-def test_a_configured_server_that_does_not_answer_is_one_line_for_list():
-    proc = run_cli("list")  # TEMPORAL_ADDRESS=127.0.0.1:9
+def test_a_configured_server_that_does_not_answer_is_one_line_for_list(cli):
+    proc = cli("list")  # TEMPORAL_ADDRESS=127.0.0.1:9
     assert_one_line_error(proc, "cannot reach Temporal at 127.0.0.1:9")
     assert "`list` never starts a server" in proc.stderr
 
 
-def test_worker_command_is_worker_py(tmp_path):
+def test_worker_command_is_worker_py(cli, tmp_path):
     env = {"OPENAI_API_KEY": None, "DURABLE_MANUS_CONFIG": str(tmp_path / "none.toml")}
-    proc = run_cli("worker", env_extra=env)
+    proc = cli("worker", env_extra=env)
     assert_one_line_error(proc, "worker: ")
-    assert proc.stderr == run_cli(script="worker.py", env_extra=env).stderr
+    assert proc.stderr == cli(script="worker.py", env_extra=env).stderr
 
 
 # ---- the subcommands against the dev server ----------------------------------------------
 
 
-async def test_list_command_against_the_dev_server(dev_env, tmp_path):
-    proc = await asyncio.to_thread(run_cli, "list", env_extra={"TEMPORAL_ADDRESS": dev_address(dev_env)})
+async def test_list_command_against_the_dev_server(cli, dev_env, tmp_path):
+    proc = await cli.in_thread("list", env_extra={"TEMPORAL_ADDRESS": dev_address(dev_env)})
     assert proc.returncode == 0, proc.stderr
     header = proc.stdout.splitlines()[0].split()
     assert header == ["RUN", "ID", "AGENT/FLOW", "STATE", "STEP", "AGE"] or proc.stdout.strip() == "no runs yet", proc.stdout
 
 
-async def test_a_task_named_list_after_run_is_a_run(dev_env, tmp_path):
+async def test_a_task_named_list_after_run_is_a_run(cli, dev_env, tmp_path):
     run_id = f"named-list-{uuid.uuid4().hex[:8]}"
     env = {"TEMPORAL_ADDRESS": dev_address(dev_env), "WORKSPACE_ROOT": str(tmp_path / "ws")}
     try:
-        proc = await asyncio.to_thread(
-            run_cli, "run", "--detach", "--worker", "never", "--id", run_id, "list", env_extra=env
+        proc = await cli.in_thread("run", "--detach", "--worker", "never", "--id", run_id, "list", env_extra=env
         )
         assert proc.returncode == 0, proc.stderr
         assert f"run {run_id}" in proc.stdout.splitlines(), proc.stdout
@@ -390,7 +380,7 @@ async def test_a_task_named_list_after_run_is_a_run(dev_env, tmp_path):
             await dev_env.client.get_workflow_handle(run_id).terminate("test over")
 
 
-async def test_the_subcommands_control_a_run(dev_env, fake_llm, tmp_path):
+async def test_the_subcommands_control_a_run(cli, dev_env, fake_llm, tmp_path):
     """run, answer, attach, result, show, list, rewind and cancel in their
     subcommand forms, on a worker of the test's own (--worker never where a command has it)."""
     fake_llm.turns = [Reply(content="I need to ask.", tool_calls=[call("ask_human", {"inquire": "Which colour?"})]),
@@ -398,32 +388,29 @@ async def test_the_subcommands_control_a_run(dev_env, fake_llm, tmp_path):
     settings = make_settings(fake_llm.base_url, tmp_path / "workspace")
     env = child_env(tmp_path, address=server_address(dev_env), task_queue=settings.task_queue, base_url=fake_llm.base_url)
 
-    async def cli(*args: str, expect: int = 0) -> str:
+    async def command(*args: str, expect: int = 0) -> str:
         never = ["--worker", "never"] if args[0] not in ("result", "list") else []
-        child = start_starter([*args, *never], env, tmp_path / "logs", name=args[0])
-        try:
-            code = await child.wait(60)
-        finally:
-            await child.stop()
-        assert code == expect, child.describe()
-        return child.stdout() if expect == 0 else child.stderr()
+        done = await cli.in_thread(*args, *never, env_extra=env)
+        assert done.returncode == expect, done
+        return done.stdout if expect == 0 else done.stderr
 
     run_id = f"sub-{uuid.uuid4().hex[:8]}"
     async with build_worker(dev_env.client, settings):
-        assert f"run {run_id}" in await cli("run", "--detach", "--id", run_id, "Pick a colour")
+        assert f"run {run_id}" in await command("run", "--detach", "--id", run_id, "Pick a colour")
         handle = dev_env.client.get_workflow_handle(run_id)
         await wait_until(lambda: handle.query("pending_question"), 30, "the question", 0.1)
-        assert f"answered question 1.1 of {run_id}: Which colour?" in await cli("answer", run_id, "blue")
-        assert (await cli("attach", run_id)).rstrip().endswith("blue it is")
-        assert (await cli("result", run_id)).rstrip().endswith("blue it is")
-        shown = await cli("show", run_id)
+        assert f"answered question 1.1 of {run_id}: Which colour?" in await command("answer", run_id, "blue")
+        assert (await command("attach", run_id)).rstrip().endswith("blue it is")
+        assert (await command("result", run_id)).rstrip().endswith("blue it is")
+        shown = await command("show", run_id)
         assert "── step 1 ──" in shown and "← The user answered: blue" in shown
-        assert any(line.startswith(run_id) for line in (await cli("list")).splitlines())
-        rewound = await cli("rewind", run_id, "--to-step", "1")
+        assert any(line.startswith(run_id) for line in (await command("list")).splitlines())
+        rewound = await command("rewind", run_id, "--to-step", "1")
         assert f"rewound {run_id} to the end of step 1" in rewound and rewound.rstrip().endswith("blue it is")
-        assert "has already ended" in await cli("cancel", run_id, expect=2)
+        assert "has already ended" in await command("cancel", run_id, expect=2)
 
 
+@pytest.mark.e2e
 async def test_worker_command_polls_the_task_queue(dev_env, fake_llm, tmp_path):
     queue = unique_queue("sub-worker")
     env = child_env(tmp_path, address=server_address(dev_env), task_queue=queue, base_url=fake_llm.base_url)
@@ -438,25 +425,25 @@ async def test_worker_command_polls_the_task_queue(dev_env, fake_llm, tmp_path):
 
 
 @pytest.mark.e2e
-def test_server_command_starts_the_embedded_server_detached(tmp_path):
+def test_server_command_starts_the_embedded_server_detached(cli, tmp_path):
     if port_open(DEFAULT_ADDRESS):
         pytest.skip(f"something listens on {DEFAULT_ADDRESS}")
     env = default_address_env(tmp_path)
     data = tmp_path / "data"
     try:
-        proc = run_cli("server", env_extra=env)
+        proc = cli("server", env_extra=env)
         assert proc.returncode == 0, proc.stderr
         assert "Started the embedded Temporal server" in proc.stdout and str(data) in proc.stdout, proc.stdout
         assert (data / "temporal.pid").exists() and port_open(DEFAULT_ADDRESS)
 
-        listed = run_cli("list", env_extra=env)  # the server outlived the command that started it
+        listed = cli("list", env_extra=env)  # the server outlived the command that started it
         assert listed.returncode == 0 and listed.stdout.strip() == "no runs yet", listed.stderr
 
-        again = run_cli("server", env_extra=env)
+        again = cli("server", env_extra=env)
         assert again.returncode == 0 and f"already answers at {DEFAULT_ADDRESS}" in again.stdout, again.stderr
     finally:
         stop_started_server(data)
 
 
-def test_server_command_refuses_a_configured_server():
-    assert_one_line_error(run_cli("server"), "TEMPORAL_ADDRESS")  # it names 127.0.0.1:9, not the embedded server
+def test_server_command_refuses_a_configured_server(cli):
+    assert_one_line_error(cli("server"), "TEMPORAL_ADDRESS")  # it names 127.0.0.1:9, not the embedded server
