@@ -164,6 +164,7 @@ async def test_a_run_fills_a_form_extracts_and_keeps_screenshots_out_of_history(
     assert base64.b64encode(first_shot[:300]).decode()[:200] not in text
 
 
+@pytest.mark.e2e  # starter.py/worker.py processes on the dev server
 @needs_browser
 async def test_a_killed_worker_s_browser_session_is_restored_and_the_run_finishes(dev_env, site, tmp_path):
     """The worker holding the page is SIGKILLed between two actions (while the

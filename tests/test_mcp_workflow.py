@@ -151,6 +151,7 @@ def test_the_mcp_profile_takes_every_configured_server():
     assert get_profile("mcp").mcp_servers == ["*"]
 
 
+@pytest.mark.e2e  # starter.py/worker.py processes on the dev server
 async def test_the_mcp_command_runs_a_server_given_on_the_command_line(dev_env, fake_llm, tmp_path):
     """`python starter.py mcp --command ...`, as OpenManus's run_mcp.py: the
     server is started by the starter's own worker for this run only."""

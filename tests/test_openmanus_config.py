@@ -221,9 +221,9 @@ def test_llm_option_is_part_of_the_run_command():
         parse_command(["--llm", " ", "do it"])
 
 
-def test_an_unknown_llm_name_is_one_line_listing_the_known_ones(tmp_path):
+def test_an_unknown_llm_name_is_one_line_listing_the_known_ones(cli, tmp_path):
     config = write_config(tmp_path, '[llm]\napi_key = "k"\n[llm.fast]\nmodel = "gpt-4o-mini"\n')
-    proc = run_cli("--config", str(config), "--llm", "fastest", "do it", env_extra={"OPENAI_API_KEY": None})
+    proc = cli("--config", str(config), "--llm", "fastest", "do it", env_extra={"OPENAI_API_KEY": None})
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip() == f"starter: --llm fastest: {config} has no [llm.fastest] (known: default, fast)"
 
@@ -236,6 +236,7 @@ def test_the_worker_logs_the_notes(tmp_path):
     assert "INFO root: config: [sandbox] is ignored: it configures OpenManus's Docker sandbox" in proc.stderr
 
 
+@pytest.mark.e2e  # starter.py/worker.py processes on the dev server
 async def test_a_run_with_llm_fast_thinks_on_the_fast_server(dev_env, tmp_path):
     with FakeOpenAI(turns=[]) as default, FakeOpenAI(turns=[terminate("fast answer")], api_key="fast-key") as fast:
         config = write_config(

@@ -153,6 +153,7 @@ def responder(flow: FlowScript):
     return reply
 
 
+@pytest.mark.e2e  # starter.py/worker.py processes on the dev server
 async def test_no_control_sequence_of_a_run_reaches_the_terminal(dev_env, fake_llm, tmp_path):
     """attach (step lines, the question, the result), answer, show and list
     on an agent run and a flow whose model text, tool output, question, plan
