@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -24,6 +25,7 @@ from agent_model.payload import PAYLOAD_LIMIT, first_within
 from agent_model.run import AgentRunInput, AgentRunResult, AgentStatus, HumanAnswer, HumanQuestion, StepRecord
 from agent_model.state import AgentState
 from agent_model.errors import CONTEXT_MISSING_ERROR
+from config.settings import ConfigError
 from workflows import search_attributes
 from workflows.agent import AgentWorkflow
 from workflows.planning import PlanningFlowWorkflow
@@ -36,7 +38,8 @@ LIST_LIMIT = 20
 TRANSCRIPT_OBSERVATION_LIMIT = 2000
 """Characters of each tool observation shown by --show."""
 QUERY_TIMEOUT = timedelta(seconds=10)
-"""How long a query waits for a worker to answer it."""
+"""How long a query waits for a worker to answer it, unless $DURABLE_MANUS_QUERY_WAIT says otherwise."""
+QUERY_WAIT_VARIABLE = "DURABLE_MANUS_QUERY_WAIT"
 QUERY_NOTICE_SECONDS = 2.0
 """A query not answered this soon gets a line saying what it waits for."""
 PROBE_TIMEOUT = timedelta(seconds=3)
@@ -56,12 +59,13 @@ async def describe(client: Client, run_id: str) -> WorkflowExecutionDescription:
 async def query(handle: WorkflowHandle, name: Any, *args: Any, out: TextIO | None = None, **options: Any) -> Any:
     """The answer to a query; no worker to answer it is one line for the user.
     When the answer is slow, a line on `out` says what the command waits for."""
-    asking = asyncio.ensure_future(handle.query(name, *args, rpc_timeout=QUERY_TIMEOUT, **options))
+    timeout = query_timeout()
+    asking = asyncio.ensure_future(handle.query(name, *args, rpc_timeout=timeout, **options))
     try:
         done, _ = await asyncio.wait({asking}, timeout=QUERY_NOTICE_SECONDS)
         if not done and out is not None:
             print(
-                f"waiting up to {QUERY_TIMEOUT.total_seconds():.0f} s for a worker to answer for run {handle.id} "
+                f"waiting up to {timeout.total_seconds():.0f} s for a worker to answer for run {handle.id} "
                 f"(none may be running; start one with: {WORKER_HINT})",
                 file=out,
                 flush=True,
@@ -73,6 +77,21 @@ async def query(handle: WorkflowHandle, name: Any, *args: Any, out: TextIO | Non
         ) from None
     finally:
         let_go(asking)
+
+
+def query_timeout() -> timedelta:
+    """QUERY_TIMEOUT, or $DURABLE_MANUS_QUERY_WAIT seconds (0.5 to 600): a
+    wait window that tests of a run nobody answers shorten."""
+    text = os.environ.get(QUERY_WAIT_VARIABLE)
+    if not text:
+        return QUERY_TIMEOUT
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not 0.5 <= seconds <= 600:
+        raise ConfigError(f"{QUERY_WAIT_VARIABLE} must be a number of seconds from 0.5 to 600, not {text!r}")
+    return timedelta(seconds=seconds)
 
 
 async def worker_answers(client: Client, run_id: str, timeout: timedelta = PROBE_TIMEOUT) -> bool:

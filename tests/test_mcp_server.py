@@ -160,7 +160,7 @@ async def test_runs_are_started_followed_answered_and_cancelled_over_stdio(dev_e
             states = {run["run_id"]: run["state"] for run in runs}
             return states.get(colour) == "FINISHED" and states.get(waiting) == "CANCELLED"
 
-        await wait_until(both_listed, 10, "both runs in list_runs", 0.3)  # visibility is eventually consistent
+        await wait_until(both_listed, 60, "both runs in list_runs", 0.3)  # visibility is eventually consistent
     assert "Traceback" not in log.read_text()
 
 

@@ -329,7 +329,7 @@ async def test_bash_keeps_its_directory_and_background_jobs_end_with_the_call(se
     assert second.output.strip().endswith("/run-1/sub")
     # Killed with the call's pid namespace (and cgroup); the kernel may take a
     # moment to tear a killed process down, never the 300 s it would sleep.
-    deadline = time.monotonic() + 2
+    deadline = time.monotonic() + 30  # a generous bound: the sleeps would last 300 s
     while (survivors := subprocess.run(["pgrep", "-f", f"sleep 30[01][.]{mark}"], capture_output=True, text=True).stdout.split()):
         if time.monotonic() > deadline:
             break

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime import command_line
+from config.settings import ConfigError
+from runtime import command_line, run_control
 from runtime.user_errors import UsageError
 from agent_model.flow import DEFAULT_FLOW_TIMEOUT_SECONDS
 from runtime.connection import DEFAULT_ADDRESS
@@ -126,7 +127,8 @@ async def test_starter_refuses_a_workspace_root_that_is_a_file(cli, dev_env, tmp
 
 
 async def test_answer_with_no_worker_running_is_one_line(cli, dev_env, tmp_path):
-    env = {"TEMPORAL_ADDRESS": dev_address(dev_env), "WORKSPACE_ROOT": str(tmp_path / "ws")}
+    # No worker answers the queries: each waits out DURABLE_MANUS_QUERY_WAIT (10 s by default).
+    env = {"TEMPORAL_ADDRESS": dev_address(dev_env), "WORKSPACE_ROOT": str(tmp_path / "ws"), "DURABLE_MANUS_QUERY_WAIT": "1"}
     run_id = f"no-worker-{uuid.uuid4().hex[:8]}"
     started = await cli.in_thread("--detach", "--worker", "never", "--id", run_id, "wait for me", env_extra=env
     )
@@ -321,6 +323,12 @@ def default_address_env(tmp_path: Path) -> dict:
     }
 
 
+DEFAULT_ADDRESS_GROUP = pytest.mark.xdist_group("default-address")
+"""Tests that need 127.0.0.1:7233 free, or start the embedded server there, take
+turns: one xdist worker runs them all."""
+
+
+@DEFAULT_ADDRESS_GROUP
 @pytest.mark.parametrize(
     "argv",
     [["list"], ["result", "r1"], ["show", "r1"], ["answer", "r1", "yes"], ["cancel", "r1"]],
@@ -425,6 +433,7 @@ async def test_worker_command_polls_the_task_queue(dev_env, fake_llm, tmp_path):
 
 
 @pytest.mark.e2e
+@DEFAULT_ADDRESS_GROUP
 def test_server_command_starts_the_embedded_server_detached(cli, tmp_path):
     if port_open(DEFAULT_ADDRESS):
         pytest.skip(f"something listens on {DEFAULT_ADDRESS}")
@@ -447,3 +456,19 @@ def test_server_command_starts_the_embedded_server_detached(cli, tmp_path):
 
 def test_server_command_refuses_a_configured_server(cli):
     assert_one_line_error(cli("server"), "TEMPORAL_ADDRESS")  # it names 127.0.0.1:9, not the embedded server
+
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "601"])
+def test_a_bad_query_wait_is_one_line(monkeypatch, value):
+    monkeypatch.setenv("DURABLE_MANUS_QUERY_WAIT", value)
+    with pytest.raises(ConfigError) as caught:
+        run_control.query_timeout()
+    assert str(caught.value) == f"DURABLE_MANUS_QUERY_WAIT must be a number of seconds from 0.5 to 600, not {value!r}"
+
+
+def test_the_query_wait_is_a_setting(monkeypatch):
+    monkeypatch.delenv("DURABLE_MANUS_QUERY_WAIT", raising=False)
+    assert run_control.query_timeout() == run_control.QUERY_TIMEOUT
+    monkeypatch.setenv("DURABLE_MANUS_QUERY_WAIT", "1.5")
+    assert run_control.query_timeout().total_seconds() == 1.5

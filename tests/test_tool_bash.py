@@ -103,7 +103,7 @@ async def test_timeout_kills_every_process_of_the_command(workspace: Workspace) 
     assert "timed out after 1 s" in result.output
     shell = int((run_dir / "shell.pid").read_text())
     background = int((run_dir / "background.pid").read_text())
-    deadline = time.monotonic() + 3
+    deadline = time.monotonic() + 30  # a generous bound under load
     while live_processes("pgrp", shell) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     assert live_processes("pgrp", shell) == []
