@@ -334,6 +334,7 @@ def parse_command(argv: Sequence[str]) -> Command:
     bad = not_utf8(args)
     if bad is not None:
         raise UsageError(f"{bad} is not valid UTF-8 text")
+    command: Command
     if args.command == "run":
         command = new_run(args, named)
     elif args.command == "worker":

@@ -18,7 +18,8 @@ from config.settings import Settings, load_settings
 from runtime.ad_hoc_mcp import with_ad_hoc_server
 from runtime import run_control
 from runtime.command_line import (
-    FOLLOWS_A_RUN, Answer, Attach, Cancel, Command, ListRuns, McpServe, Result, Rewind, Run, Show, StartServer,
+    FOLLOWS_A_RUN, Answer, Attach, Cancel, Command, ListRuns, McpServe, Result, Rewind, Run, ServeWorker, Show,
+    StartServer,
 )
 from runtime.connection import connect_config, is_unreachable
 from runtime.embedded_server import web_ui_url
@@ -61,16 +62,15 @@ async def run_handle(
 ) -> tuple[WorkflowHandle, bool]:
     """The run the command follows (started, rewound or found), and whether it is a PlanningFlow."""
     if isinstance(command, Run):
-        options = dict(
-            max_steps=command.max_steps, steps_per_run=command.steps_per_run, run_id=command.run_id, llm=command.llm
-        )
         if command.flow:
             flow = await start_planning_flow(
-                client, settings, command.task, agents=command.agents, timeout=command.timeout, **options
+                client, settings, command.task, agents=command.agents, timeout=command.timeout,
+                max_steps=command.max_steps, steps_per_run=command.steps_per_run, run_id=command.run_id, llm=command.llm,
             )
             return flow, True
         return await start_agent_run(
-            client, settings, command.task, agent=command.agent, mcp_servers=command.mcp_servers, **options
+            client, settings, command.task, agent=command.agent, mcp_servers=command.mcp_servers,
+            max_steps=command.max_steps, steps_per_run=command.steps_per_run, run_id=command.run_id, llm=command.llm,
         ), False
     if isinstance(command, Rewind):
         await run_control.rewind(client, command.run_id, command.to_step, out)
@@ -83,6 +83,8 @@ async def execute(command: Command, following: Following | None = None, out: Tex
     """Carry out one command (not `worker`, which is worker.py's); returns the exit code.
     `out` defaults to sys.stdout as it is at the call."""
     out = out or sys.stdout
+    if isinstance(command, ServeWorker):
+        raise UsageError("`worker` runs worker.py's main, not a command of this process")
     if isinstance(command, StartServer):
         return await start_server(out)
     if isinstance(command, McpServe):

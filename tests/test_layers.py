@@ -38,13 +38,6 @@ FOUNDATION = frozenset(
 files and allow lists with the same rules the activities enforce, so these
 sit under config although they live in activities/."""
 
-KNOWN_AND_TEMPORARY = frozenset(
-    {
-        ("runtime.command_line", "worker"),  # issue 20, helper S
-    }
-)
-"""Imports against the layers that other parts of issue 20 remove. The lead
-empties this set once those parts are merged; nothing is ever added to it."""
 
 
 def product_modules() -> dict[str, Path]:
@@ -140,10 +133,6 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def without_known(graph: dict[str, set[str]]) -> dict[str, set[str]]:
-    return {module: {t for t in targets if (module, t) not in KNOWN_AND_TEMPORARY} for module, targets in graph.items()}
-
-
 def test_the_graph_sees_lazy_and_type_checking_imports() -> None:
     graph = import_graph()
     assert "activities.workspace" in graph["tools.str_replace_editor"]  # under TYPE_CHECKING
@@ -152,14 +141,14 @@ def test_the_graph_sees_lazy_and_type_checking_imports() -> None:
 
 
 def test_no_import_circles() -> None:
-    found = circles(without_known(import_graph()))
+    found = circles(import_graph())
     assert not found, "import circles: " + "; ".join(" <-> ".join(c) for c in found)
 
 
 def test_imports_go_down_the_layers() -> None:
     upward = sorted(
         f"{module} -> {target}"
-        for module, targets in without_known(import_graph()).items()
+        for module, targets in import_graph().items()
         for target in targets
         if layer_of(target) < layer_of(module)
     )
@@ -169,10 +158,3 @@ def test_imports_go_down_the_layers() -> None:
 def test_the_foundation_imports_only_itself() -> None:
     graph = import_graph()
     assert all(graph[module] <= FOUNDATION for module in FOUNDATION), {m: graph[m] - FOUNDATION for m in FOUNDATION}
-
-
-def test_known_exceptions_are_still_real() -> None:
-    """An exception that no longer happens is removed from the set, not kept."""
-    graph = import_graph()
-    stale = sorted(f"{m} -> {t}" for m, t in KNOWN_AND_TEMPORARY if t not in graph.get(m, set()))
-    assert not stale, "no longer imported, remove from KNOWN_AND_TEMPORARY: " + ", ".join(stale)
