@@ -86,6 +86,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TEMPORAL_TASK_QUEUE", "task_queue", text, "the task queue workers poll and runs start on (default durable-manus)"),
     Variable("DURABLE_MANUS_SERVER_WAIT", "server_wait_seconds", seconds(1, 3600), "seconds a following starter waits for a Temporal server that stopped answering (default 60)"),
     Variable("DURABLE_MANUS_PICKUP_WAIT", "pickup_wait_seconds", seconds(0.5, 600), "seconds a detached start waits to see a worker take the run (default 3)"),
+    Variable("DURABLE_MANUS_QUERY_WAIT", "run control's query wait", seconds(0.5, 600), "seconds show, answer and the other run commands wait for a worker to answer a query (default 10)"),
 )
 BY_NAME = {variable.name: variable for variable in VARIABLES}
 

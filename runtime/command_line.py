@@ -302,7 +302,7 @@ def build_parser() -> Parser:
 def add_mcp_run_options(mcp: argparse.ArgumentParser) -> None:
     mcp.add_argument("task", help="what the agent should do")
     mcp.add_argument(
-        "--server", action="append", default=[], metavar="ID",
+        "--mcp-server", dest="mcp_server", action="append", default=[], metavar="ID",
         help="a server of mcp.json (repeatable); default: all of them unless --command or --url is given",
     )
     mcp.add_argument("--command", dest="server_command", metavar="CMD", help='start a stdio MCP server for this run, e.g. "npx -y @scope/server"')
@@ -398,7 +398,7 @@ def new_run(args: argparse.Namespace, named: bool) -> Run:
 
 def mcp_run(args: argparse.Namespace) -> Run:
     """`mcp`: a run of the mcp agent; its servers by id, command or URL."""
-    check_task(args.task, 'python starter.py mcp "what the agent should do" [--server ID]')
+    check_task(args.task, 'python starter.py mcp "what the agent should do" [--mcp-server ID]')
     if args.server_command is not None and args.url is not None:
         raise UsageError("give --command or --url, not both")
     try:
@@ -410,7 +410,7 @@ def mcp_run(args: argparse.Namespace) -> Run:
     if args.url is not None and not is_http_url(args.url):
         raise UsageError(f"--url must be an http(s) URL, not {args.url!r}")
     check_new_run_options(args)
-    servers = tuple(dict.fromkeys(args.server))
+    servers = tuple(dict.fromkeys(args.mcp_server))
     ad_hoc = bool(command) or args.url is not None
     return Run(
         task=args.task, agent="mcp", agents=("mcp",), max_steps=args.max_steps, run_id=args.run_id,

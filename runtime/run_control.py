@@ -26,6 +26,7 @@ from agent_model.run import AgentRunInput, AgentRunResult, AgentStatus, HumanAns
 from agent_model.state import AgentState
 from agent_model.errors import CONTEXT_MISSING_ERROR
 from config.settings import ConfigError
+from config import environment
 from workflows import search_attributes
 from workflows.agent import AgentWorkflow
 from workflows.planning import PlanningFlowWorkflow
@@ -80,18 +81,10 @@ async def query(handle: WorkflowHandle, name: Any, *args: Any, out: TextIO | Non
 
 
 def query_timeout() -> timedelta:
-    """QUERY_TIMEOUT, or $DURABLE_MANUS_QUERY_WAIT seconds (0.5 to 600): a
-    wait window that tests of a run nobody answers shorten."""
-    text = os.environ.get(QUERY_WAIT_VARIABLE)
-    if not text:
-        return QUERY_TIMEOUT
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = float("nan")
-    if not 0.5 <= seconds <= 600:
-        raise ConfigError(f"{QUERY_WAIT_VARIABLE} must be a number of seconds from 0.5 to 600, not {text!r}")
-    return timedelta(seconds=seconds)
+    """QUERY_TIMEOUT, or $DURABLE_MANUS_QUERY_WAIT seconds (config/environment.py):
+    a wait window that tests of a run nobody answers shorten."""
+    seconds = environment.read(os.environ, QUERY_WAIT_VARIABLE)
+    return QUERY_TIMEOUT if seconds is None else timedelta(seconds=seconds)
 
 
 async def worker_answers(client: Client, run_id: str, timeout: timedelta = PROBE_TIMEOUT) -> bool:

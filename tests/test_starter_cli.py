@@ -201,13 +201,20 @@ def test_a_run_keeps_its_defaults():
 
 
 OLD_FLAG_FORMS = [["--attach", "r1"], ["--list"], ["--show", "r1"], ["--result", "r1"], ["--answer", "r1", "blue"],
-                  ["--cancel", "r1"], ["--rewind", "r1", "--to-step", "1"], ["mcp-server", "--worker"]]
+                  ["--cancel", "r1"], ["--rewind", "r1", "--to-step", "1"], ["mcp-server", "--worker"],
+                  ["mcp", "t", "--server", "docs"]]
+
+
+def test_the_mcp_agent_names_its_servers_with_mcp_server():
+    command = command_line.parse_command(["mcp", "t", "--mcp-server", "docs", "--mcp-server", "git"])
+    assert command.mcp_servers == ("docs", "git")
 
 
 @pytest.mark.parametrize("argv", OLD_FLAG_FORMS, ids=shlex.join)
 def test_the_old_flag_forms_are_gone(argv):
-    """The flags that were commands before the subcommands (and mcp-server's
-    --worker, now --with-worker: --worker names the in-process worker mode)."""
+    """The flags that were commands before the subcommands, mcp-server's
+    --worker (now --with-worker: --worker names the in-process worker mode) and
+    mcp's --server (now --mcp-server: `server` names the Temporal server)."""
     with pytest.raises(UsageError, match="unrecognized arguments"):
         command_line.parse_command(argv)
 
