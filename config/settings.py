@@ -187,6 +187,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     browser = parse_browser(source, data.get("browser", {}), notes)
     server_wait = environment.read(env, "DURABLE_MANUS_SERVER_WAIT")
     pickup_wait = environment.read(env, "DURABLE_MANUS_PICKUP_WAIT")
+    environment.read(env, "DURABLE_MANUS_QUERY_WAIT")  # run control reads it; refused here like the others
     mcp_servers = _mcp_servers(file if source != "environment" else None, mcp_server_reference, env)
 
     return Settings(

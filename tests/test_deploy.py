@@ -156,7 +156,9 @@ def project_modules_of_worker() -> list[Path]:
 
 
 def names_read_by_project() -> set[str]:
-    names: set[str] = set()
+    from config.environment import VARIABLES  # read by name through its table
+
+    names: set[str] = {variable.name for variable in VARIABLES}
     for path in project_modules_of_worker():
         names.update(ENV_READ.findall(path.read_text(encoding="utf-8")))
     return names

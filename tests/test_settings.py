@@ -245,6 +245,7 @@ BAD_VALUES = {
     "TEMPORAL_TASK_QUEUE": "queue\n",
     "DURABLE_MANUS_SERVER_WAIT": "soon",
     "DURABLE_MANUS_PICKUP_WAIT": "0",
+    "DURABLE_MANUS_QUERY_WAIT": "601",
 }
 """A value each variable refuses."""
 
