@@ -34,6 +34,7 @@ from testkit.settings import make_settings
 from tests.test_agent_workflow import PROFILE
 from tests.test_browser_engine import BROWSER_MISSING
 from tests.test_think_context import think_inputs
+from tests.record_history import pending_question
 from workflows.agent import AgentWorkflow
 
 KINDS = ["bash", "python_execute", "str_replace_editor", "web_fetch", "web_search", "browser_use", "mcp"]
@@ -88,9 +89,7 @@ async def test_no_think_carries_an_observation_of_any_tool_kind(dev_env, fake_ll
             id=f"stored-{uuid.uuid4().hex[:8]}",
             task_queue=settings.task_queue,
         )
-        question = None
-        while question is None:
-            question = await handle.query(AgentWorkflow.pending_question)
+        question = await pending_question(handle, 60)
         assert worker.browsers is not None
         await worker.browsers.close(handle.id)
         await wait_until(lambda: not worker.browsers.open_sessions, 30, "the browser to close")

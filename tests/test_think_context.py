@@ -24,6 +24,7 @@ from runtime.worker_factory import build_worker
 from testkit.fake_openai import Reply, call, python, terminate
 from testkit.settings import make_settings
 from tests.test_agent_workflow import PROFILE
+from tests.record_history import pending_question
 from workflows.agent import AgentWorkflow
 
 TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
@@ -220,9 +221,7 @@ async def restart_run(dev_env, fake_llm, tmp_path, between=lambda settings: None
             id=f"run-{uuid.uuid4().hex[:8]}",
             task_queue=settings.task_queue,
         )
-        question = None
-        while question is None:
-            question = await handle.query(AgentWorkflow.pending_question)
+        question = await pending_question(handle, 60)
     between(settings)
     # The first worker (and its context cache) is gone; a new one takes over.
     async with build_worker(dev_env.client, settings):
