@@ -11,7 +11,6 @@ stdio MCP server and Chromium in the tool sandbox."""
 from __future__ import annotations
 
 import sys
-import uuid
 
 import pytest
 
@@ -19,7 +18,7 @@ pytest.importorskip("mcp", reason="the mcp package is not installed (pip install
 
 from agent_model.mcp import function_name_for
 from agent_model.messages import Role
-from agent_model.run import AgentRunInput, HumanAnswer
+from agent_model.run import HumanAnswer
 from config.mcp_config import McpServerSettings
 from config.settings import SearchSettings, WebSettings
 from prompts.browser import SESSION_REOPENED
@@ -31,7 +30,7 @@ from testkit.fake_site import FakeSite
 from testkit.fake_web import Answer
 from testkit.mcp_servers import STDIO_ARGS
 from testkit.settings import make_settings
-from tests.test_agent_workflow import PROFILE
+from tests.test_agent_workflow import PROFILE, start
 from tests.test_browser_engine import BROWSER_MISSING
 from tests.test_think_context import think_inputs
 from tests.record_history import pending_question
@@ -83,12 +82,7 @@ async def test_no_think_carries_an_observation_of_any_tool_kind(dev_env, fake_ll
         terminate("done"),
     ]
     async with build_worker(dev_env.client, settings) as worker:
-        handle = await dev_env.client.start_workflow(
-            AgentWorkflow.run,
-            AgentRunInput(task="use every tool", profile=profile),
-            id=f"stored-{uuid.uuid4().hex[:8]}",
-            task_queue=settings.task_queue,
-        )
+        handle = await start(dev_env, settings, task="use every tool", profile=profile)
         question = await pending_question(handle, 60)
         assert worker.browsers is not None
         await worker.browsers.close(handle.id)

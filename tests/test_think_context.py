@@ -23,7 +23,7 @@ from agent_model.think_context import ContextSync
 from runtime.worker_factory import build_worker
 from testkit.fake_openai import Reply, call, python, terminate
 from testkit.settings import make_settings
-from tests.test_agent_workflow import PROFILE
+from tests.test_agent_workflow import PROFILE, start
 from tests.record_history import pending_question
 from workflows.agent import AgentWorkflow
 
@@ -215,12 +215,7 @@ async def restart_run(dev_env, fake_llm, tmp_path, between=lambda settings: None
         terminate(),
     ]
     async with build_worker(dev_env.client, settings):
-        handle = await dev_env.client.start_workflow(
-            AgentWorkflow.run,
-            AgentRunInput(task="do it", profile=PROFILE),
-            id=f"run-{uuid.uuid4().hex[:8]}",
-            task_queue=settings.task_queue,
-        )
+        handle = await start(dev_env, settings, profile=PROFILE)
         question = await pending_question(handle, 60)
     between(settings)
     # The first worker (and its context cache) is gone; a new one takes over.
