@@ -51,6 +51,7 @@ def usage_of(completion: Any) -> TokenUsage:
     return TokenUsage(
         prompt_tokens=as_count(part(usage, "prompt_tokens")),
         completion_tokens=as_count(part(usage, "completion_tokens")),
+        cached_prompt_tokens=as_count(part(part(usage, "prompt_tokens_details"), "cached_tokens")),
     )
 
 

@@ -6,6 +6,7 @@ from enum import Enum
 
 from pydantic import BaseModel, Field
 
+from agent_model.budget import Budget
 from agent_model.continuation_limits import ContinuationLimits
 from agent_model.plan import Plan, StepStatus
 from agent_model.profiles import AgentProfile, UnknownAgent, get_profile
@@ -27,6 +28,7 @@ class FlowOutcome(str, Enum):
     COMPLETED = "completed"  # every step completed
     BLOCKED = "blocked"  # a step blocked and no replan could get past it
     TIMED_OUT = "timed_out"  # the time bound ended the flow between steps
+    BUDGET = "budget"  # the token or cost budget was spent before the plan's end
     ERROR = "error"  # the flow itself could not go on (e.g. the planner's LLM failed)
     CANCELLED = "cancelled"
 
@@ -54,6 +56,10 @@ class PlanningFlowInput(BaseModel):
     None (inputs of older starters): the built-in profiles of the worker's code."""
     continuation: ContinuationLimits | None = None
     """Continue-as-new thresholds for every step's run; None: each run's worker's."""
+    budget: Budget | None = None
+    """Ceilings for the planner's thinks and all step runs together, and the
+    prices of every LLM they use, resolved by the starter; each step's run gets
+    what is left. None: no ceiling, no cost."""
 
     @property
     def primary_agent(self) -> str:
@@ -102,6 +108,9 @@ class PlanningFlowResult(BaseModel):
     note: str | None = None
     replans: int = 0
     usage: TokenUsage = Field(default_factory=TokenUsage)
+    """The planner's thinks and every step run's, together."""
+    cost: float | None = None
+    """USD of `usage`, at the flow's prices; None: no prices."""
 
     @property
     def succeeded(self) -> bool:

@@ -20,4 +20,6 @@ class StepRecord(BaseModel):
     thought: str | None = None
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     usage: TokenUsage = Field(default_factory=TokenUsage)
+    cost: float | None = Field(default=None, exclude_if=lambda value: value is None)
+    """USD of the step's think at the run's prices (agent_model/budget.py); None: no prices."""
     note: str | None = None

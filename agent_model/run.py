@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from agent_model.budget import Budget
 from agent_model.continuation_limits import ContinuationLimits
 from agent_model.human import HumanAnswer, HumanQuestion
 from agent_model.payload import PAYLOAD_LIMIT, clip, first_within, fit, json_size
@@ -42,6 +43,9 @@ class AgentRunInput(BaseModel):
     kept by every continued execution; None (older inputs): the worker's code's."""
     carried: RunState | None = None
     """Set when an earlier execution of this run continued as new: its whole state."""
+    budget: Budget | None = None
+    """Ceilings of tokens and cost and the LLMs' prices, resolved by the starter
+    (a flow's child: what is left of the flow's); None: no ceiling, no cost."""
 
 
 def resolved_profile(run: AgentRunInput) -> AgentProfile:
@@ -64,6 +68,8 @@ class AgentStatus(BaseModel):
     max_steps: int
     steps_recorded: int
     usage: TokenUsage
+    cost: float | None = None
+    """USD spent, at the run's prices; None: no prices."""
     pending_question: HumanQuestion | None = None
     note: str | None = None
     """Why the run ended, once it has; the only account of a cancelled run,
@@ -131,6 +137,8 @@ class AgentRunResult(BaseModel):
     """The run's records, their texts cut to a budget (fit_result); a very long
     run's oldest records are left out."""
     usage: TokenUsage = Field(default_factory=TokenUsage)
+    cost: float | None = None
+    """USD spent, at the run's prices; None: no prices."""
     directory: str | None = None
 
     @property

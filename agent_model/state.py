@@ -18,6 +18,7 @@ class StopReason(str, Enum):
     GAVE_UP = "gave_up"  # the model called terminate(status=failure)
     ANSWERED = "answered"  # the model answered without a tool call (AUTO mode)
     MAX_STEPS = "max_steps"
+    BUDGET = "budget"  # the run's token or cost budget was spent before a think
     TOKEN_LIMIT = "token_limit"
     REPLY_TOO_LARGE = "reply_too_large"  # the model's reply was over the think activity's size limit
     CONTENT_FILTERED = "content_filtered"  # the provider withheld the model's reply

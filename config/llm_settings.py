@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from agent_model.budget import Prices
 from config.validation import table, validated
 
 OPENAI_COMPATIBLE_API_TYPES = (
@@ -64,6 +65,13 @@ class LLMSettings(BaseModel):
     """Largest prompt (in tokens) one request may send; None = no check."""
     request_timeout: float = Field(300.0, gt=0, allow_inf_nan=False)
     """Seconds one HTTP call may take; the activity's start_to_close is larger."""
+    price_per_million_input: float | None = Field(None, ge=0, allow_inf_nan=False)
+    """USD per million prompt tokens: with the output price, runs show their
+    cost and --max-cost can bound it."""
+    price_per_million_output: float | None = Field(None, ge=0, allow_inf_nan=False)
+    """USD per million completion tokens."""
+    price_per_million_cached_input: float | None = Field(None, ge=0, allow_inf_nan=False)
+    """USD per million prompt tokens the provider served from its cache; default: the input price."""
 
     @field_validator("api_type", mode="before")
     @classmethod
@@ -91,6 +99,31 @@ class LLMSettings(BaseModel):
                 f"the OpenAI API one of: {', '.join(OPENAI_COMPATIBLE_API_TYPES)}"
             )
         return self
+
+    @model_validator(mode="after")
+    def _prices_that_go_together(self) -> LLMSettings:
+        given = self.price_per_million_input is not None, self.price_per_million_output is not None
+        if given[0] != given[1]:
+            have, lack = ("input", "output") if given[0] else ("output", "input")
+            raise ValueError(
+                f"price_per_million_{have} needs price_per_million_{lack} too (USD per million tokens)"
+            )
+        if self.price_per_million_cached_input is not None and not given[0]:
+            raise ValueError(
+                "price_per_million_cached_input needs price_per_million_input and price_per_million_output too"
+            )
+        return self
+
+    @property
+    def prices(self) -> Prices | None:
+        """The profile's prices, if the config gives them."""
+        if self.price_per_million_input is None or self.price_per_million_output is None:
+            return None
+        return Prices(
+            input=self.price_per_million_input,
+            output=self.price_per_million_output,
+            cached_input=self.price_per_million_cached_input,
+        )
 
     @property
     def needs_key(self) -> bool:

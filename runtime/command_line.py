@@ -9,6 +9,7 @@ complaint is a one-line UsageError.
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 from dataclasses import dataclass
 from typing import ClassVar, Sequence
@@ -47,6 +48,10 @@ class Run:
     mcp_url: str | None = None
     """`mcp`: one more server, given on the command line (run_mcp.py's form):
     served only by this starter's own worker (runtime/ad_hoc_mcp.py)."""
+    max_tokens: int | None = None
+    """The run's token budget (a flow's: its planner and all its steps together)."""
+    max_cost: float | None = None
+    """The run's cost budget in USD, at the config's prices of its LLMs."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -207,6 +212,27 @@ def add_new_run_options(parser: argparse.ArgumentParser, flow: bool) -> None:
     parser.add_argument("--id", dest="run_id", metavar="ID", help="workflow id for the new run (default: generated)")
 
 
+def add_budget_options(parser: argparse.ArgumentParser, flow: bool) -> None:
+    """--max-tokens and --max-cost (checked by check_budget_options)."""
+    whole = " (a flow's planner and all its steps together)" if flow else ""
+    parser.add_argument(
+        "--max-tokens", type=int, metavar="N",
+        help=f"end the run gracefully once it has used N tokens{whole}",
+    )
+    parser.add_argument(
+        "--max-cost", type=float, metavar="USD",
+        help=f"end the run gracefully once it has cost USD dollars{whole}, at the prices of [llm] "
+        "price_per_million_input/_output",
+    )
+
+
+def check_budget_options(args: argparse.Namespace) -> None:
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise UsageError("--max-tokens must be at least 1")
+    if args.max_cost is not None and not (math.isfinite(args.max_cost) and args.max_cost > 0):
+        raise UsageError("--max-cost must be a positive number of US dollars, e.g. 0.50")
+
+
 def check_task(task: str | None, usage: str) -> None:
     if not task or not task.strip():
         raise UsageError(f"the task is empty; usage: {usage}")
@@ -224,6 +250,7 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("task", nargs="?", help="what the agent should do")
     run.add_argument("--agent", default="manus", help=f"agent profile ({', '.join(BUILTIN_PROFILES)}); default manus")
     add_new_run_options(run, flow=True)
+    add_budget_options(run, flow=True)
     run.add_argument(
         "--steps-per-run", type=int,
         help="go on in a new Temporal execution every N steps (default: when the history grows large)",
@@ -308,6 +335,7 @@ def add_mcp_run_options(mcp: argparse.ArgumentParser) -> None:
     mcp.add_argument("--command", dest="server_command", metavar="CMD", help='start a stdio MCP server for this run, e.g. "npx -y @scope/server"')
     mcp.add_argument("--url", metavar="URL", help="connect this run to an MCP server over HTTP (a URL ending in /sse: SSE)")
     add_new_run_options(mcp, flow=False)
+    add_budget_options(mcp, flow=False)
     add_config(mcp)
 
 
@@ -380,6 +408,7 @@ def new_run(args: argparse.Namespace, named: bool) -> Run:
     if args.steps_per_run is not None and args.steps_per_run < 1:
         raise UsageError("--steps-per-run must be at least 1")
     check_new_run_options(args)
+    check_budget_options(args)
     agents = (args.agent,)
     if args.flow:
         agents = tuple(a.strip() for a in args.agents.split(",") if a.strip())
@@ -392,7 +421,7 @@ def new_run(args: argparse.Namespace, named: bool) -> Run:
     return Run(
         task=args.task, agent=args.agent, flow=args.flow, agents=agents, max_steps=args.max_steps,
         steps_per_run=args.steps_per_run, timeout=args.timeout, run_id=args.run_id, detach=args.detach,
-        worker=args.worker, config=args.config, llm=args.llm,
+        worker=args.worker, config=args.config, llm=args.llm, max_tokens=args.max_tokens, max_cost=args.max_cost,
     )
 
 
@@ -410,12 +439,13 @@ def mcp_run(args: argparse.Namespace) -> Run:
     if args.url is not None and not is_http_url(args.url):
         raise UsageError(f"--url must be an http(s) URL, not {args.url!r}")
     check_new_run_options(args)
+    check_budget_options(args)
     servers = tuple(dict.fromkeys(args.mcp_server))
     ad_hoc = bool(command) or args.url is not None
     return Run(
         task=args.task, agent="mcp", agents=("mcp",), max_steps=args.max_steps, run_id=args.run_id,
         config=args.config, llm=args.llm, mcp_servers=servers if servers or ad_hoc else None,
-        mcp_command=command, mcp_url=args.url,
+        mcp_command=command, mcp_url=args.url, max_tokens=args.max_tokens, max_cost=args.max_cost,
         # A server given on the command line exists only in this process's worker.
         worker="always" if ad_hoc else "auto",
     )

@@ -25,7 +25,10 @@ from runtime.connection import connect_config, is_unreachable
 from runtime.embedded_server import web_ui_url
 from runtime.follow import ServerLost, Watch, follow, follow_flow
 from runtime.in_process_worker import InProcessWorker
-from runtime.run_start import check_task_fits, report_worker_for_detached, start_agent_run, start_planning_flow
+from agent_model.budget import spent_text
+from runtime.run_start import (
+    check_task_fits, flow_llms, report_worker_for_detached, run_budget, run_llms, start_agent_run, start_planning_flow,
+)
 from runtime.server_choice import connect_for, start_server
 from runtime.terminal_text import inert
 from runtime.user_errors import USER_ERRORS, RunEnded, UsageError
@@ -39,7 +42,7 @@ class Following:
 
 
 def report_flow(result: PlanningFlowResult, out) -> int:
-    print(f"\nflow {result.outcome.value}: {result.usage.total_tokens} tokens, {result.replans} replan(s)", file=out)
+    print(f"\nflow {result.outcome.value}: {spent_text(result.usage, result.cost)}, {result.replans} replan(s)", file=out)
     if result.note:
         print(f"note: {inert(result.note)}", file=out)
     if result.summary:
@@ -49,7 +52,7 @@ def report_flow(result: PlanningFlowResult, out) -> int:
 
 def report(result: AgentRunResult, out) -> int:
     print(f"\n{result.state.value} ({result.stop_reason.value}) after {result.steps_taken} steps, "
-          f"{result.usage.total_tokens} tokens", file=out)
+          f"{spent_text(result.usage, result.cost)}", file=out)
     if result.note:
         print(f"note: {inert(result.note)}", file=out)
     if result.final_answer:
@@ -66,11 +69,13 @@ async def run_handle(
             flow = await start_planning_flow(
                 client, settings, command.task, agents=command.agents, timeout=command.timeout,
                 max_steps=command.max_steps, steps_per_run=command.steps_per_run, run_id=command.run_id, llm=command.llm,
+                max_tokens=command.max_tokens, max_cost=command.max_cost,
             )
             return flow, True
         return await start_agent_run(
             client, settings, command.task, agent=command.agent, mcp_servers=command.mcp_servers,
             max_steps=command.max_steps, steps_per_run=command.steps_per_run, run_id=command.run_id, llm=command.llm,
+            max_tokens=command.max_tokens, max_cost=command.max_cost,
         ), False
     if isinstance(command, Rewind):
         await run_control.rewind(client, command.run_id, command.to_step, out)
@@ -108,6 +113,9 @@ async def execute(command: Command, following: Following | None = None, out: Tex
                 file=sys.stderr,
             )
         check_task_fits(settings, command.task, command.agents, command.llm)
+        # Refuses --max-cost without prices before any server is reached; the start resolves it again.
+        llms = flow_llms(command.agents, command.llm) if command.flow else run_llms(command.agent, command.llm)
+        run_budget(settings, llms, command.max_tokens, command.max_cost)
     client = await connect_for(command.name, isinstance(command, FOLLOWS_A_RUN), out)
     if isinstance(command, ListRuns):
         await run_control.list_runs(client, out)

@@ -15,6 +15,7 @@ from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionRequest, 
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
+from agent_model.budget import spent_text
 from agent_model.flow import PlanningFlowResult
 from agent_model.plan import Plan, StepStatus
 from agent_model.run import AgentRunResult, AgentStatus, HumanAnswer, HumanQuestion, StepRecord
@@ -137,7 +138,7 @@ class AgentProgress:
         tool = f" · after {self.last_tool}" if self.last_tool else ""
         line = (
             f"{self.indent}… step {status.step}/{status.max_steps}{tool} · {elapsed:.0f} s · "
-            f"{status.usage.total_tokens} tokens"
+            f"{spent_text(status.usage, status.cost)}"
         )
         self.out.write(CLEAR_LINE + inert(line))
         self.out.flush()

@@ -48,7 +48,9 @@ from runtime.embedded_server import web_ui_url
 from runtime.in_process_worker import InProcessWorker
 from runtime.mcp_token import RequireBearer, load_or_create_token, token_path
 from runtime.run_control import LIST_LIMIT, StepsPage, one_line
-from runtime.run_start import check_task_fits, report_worker_for_detached, start_agent_run, start_planning_flow
+from runtime.run_start import (
+    check_task_fits, flow_llms, report_worker_for_detached, run_budget, run_llms, start_agent_run, start_planning_flow,
+)
 from runtime.server_choice import connect_for
 from runtime.user_errors import USER_ERRORS, RunControlError, RunEnded, UsageError
 from workflows import search_attributes
@@ -64,6 +66,20 @@ ID_LIMIT = 200
 TEXT_LIMIT = 100_000
 """Characters of an answer."""
 MAX_STEPS_LIMIT = 10_000
+MAX_TOKENS_LIMIT = 10**12
+MAX_COST_LIMIT = 10**9
+"""Bounds of a client's budget arguments: far above any real run, so only nonsense is refused."""
+MaxTokens = Annotated[
+    int | None,
+    Field(ge=1, le=MAX_TOKENS_LIMIT, description="end the run gracefully once it has used this many tokens"),
+]
+MaxCost = Annotated[
+    float | None,
+    Field(
+        gt=0, le=MAX_COST_LIMIT, allow_inf_nan=False,
+        description="end the run gracefully once it has cost this many US dollars (at the config's LLM prices)",
+    ),
+]
 MAX_FLOW_AGENTS = 8
 MAX_FLOW_TIMEOUT_SECONDS = 7 * 24 * 3600.0
 MAX_RESULT_WAIT_SECONDS = 300
@@ -182,6 +198,7 @@ def agent_result_fields(result: AgentRunResult) -> dict[str, Any]:
         "succeeded": result.succeeded,
         "steps_taken": result.steps_taken,
         "tokens": result.usage.total_tokens,
+        "cost_usd": result.cost,
         "final_answer": result.final_answer,
         "note": result.note,
         "workspace_directory": result.directory,
@@ -203,6 +220,7 @@ def flow_result_fields(result: PlanningFlowResult) -> dict[str, Any]:
         "succeeded": result.succeeded,
         "replans": result.replans,
         "tokens": result.usage.total_tokens,
+        "cost_usd": result.cost,
         "summary": result.summary,
         "note": result.note,
         "plan": result.plan.render(),
@@ -263,6 +281,7 @@ async def running_agent_status(
         "max_steps": status.max_steps,
         "steps_recorded": status.steps_recorded,
         "tokens": status.usage.total_tokens,
+        "cost_usd": status.cost,
         "pending_question": question_of(status.pending_question, run_id),
         "note": status.note,
     }
@@ -329,15 +348,19 @@ class RunTools:
         max_steps: Annotated[
             int | None, Field(ge=1, le=MAX_STEPS_LIMIT, description="override the agent's step limit")
         ] = None,
+        max_tokens: MaxTokens = None,
+        max_cost: MaxCost = None,
     ) -> dict[str, Any]:
         """Start a durable agent run on a task and return its run id and Web UI
         link at once, without waiting for it. It says whether a worker is
         running to carry the run out; without one the run waits at step 0."""
         task = task_of(task)
         check_task_fits(self.runs.settings, task, (agent,))
+        run_budget(self.runs.settings, run_llms(agent, None), max_tokens, max_cost)
         client = await self.runs.client(may_start_server=True)
         handle = await start_agent_run(
-            client, self.runs.settings, task, agent=agent, max_steps=max_steps, steps_per_run=None, run_id=None
+            client, self.runs.settings, task, agent=agent, max_steps=max_steps, steps_per_run=None, run_id=None,
+            max_tokens=max_tokens, max_cost=max_cost,
         )
         return await self._started(client, handle, "agent")
 
@@ -358,6 +381,8 @@ class RunTools:
                 description="the whole flow's time bound in seconds",
             ),
         ] = DEFAULT_FLOW_TIMEOUT_SECONDS,
+        max_tokens: MaxTokens = None,
+        max_cost: MaxCost = None,
     ) -> dict[str, Any]:
         """Start a durable planning flow: a plan is made for the task, then each
         step is carried out by an agent run of its own. Returns the flow's run
@@ -365,10 +390,11 @@ class RunTools:
         task = task_of(task)
         chosen = tuple(dict.fromkeys(agents))
         check_task_fits(self.runs.settings, task, chosen)
+        run_budget(self.runs.settings, flow_llms(chosen, None), max_tokens, max_cost)
         client = await self.runs.client(may_start_server=True)
         handle = await start_planning_flow(
             client, self.runs.settings, task, agents=chosen, timeout=timeout_seconds,
-            max_steps=None, steps_per_run=None, run_id=None,
+            max_steps=None, steps_per_run=None, run_id=None, max_tokens=max_tokens, max_cost=max_cost,
         )
         return await self._started(client, handle, "flow")
 

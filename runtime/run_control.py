@@ -19,6 +19,7 @@ from temporalio.client import WorkflowFailureError, WorkflowHandle, WorkflowUpda
 from temporalio.exceptions import CancelledError, TerminatedError, TimeoutError as WorkflowTimeoutError
 from temporalio.service import RPCError, RPCStatusCode
 
+from agent_model.budget import money
 from agent_model.flow import PlanningFlowResult
 from agent_model.plan import Plan, StepStatus
 from agent_model.payload import PAYLOAD_LIMIT, first_within
@@ -357,7 +358,8 @@ def transcript(records: list[StepRecord]) -> str:
     lines: list[str] = []
     for record in records:
         usage = record.usage
-        lines.append(f"── step {record.step} ── {usage.prompt_tokens}+{usage.completion_tokens} tokens")
+        cost = "" if record.cost is None else f", {money(record.cost)}"
+        lines.append(f"── step {record.step} ── {usage.prompt_tokens}+{usage.completion_tokens} tokens{cost}")
         if record.thought:
             lines.append(f"thought: {record.thought.strip()}")
         for call in record.tool_calls:

@@ -6,16 +6,19 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import TextIO
 
 from temporalio.client import Client, WorkflowHandle
 
+from agent_model.budget import Budget
 from agent_model.continuation import current_limits
 from agent_model.flow import PlanningFlowInput
 from agent_model.messages import user_message
 from agent_model.profiles import get_profile
 from agent_model.run import AgentRunInput, AgentRunResult, resolved_profile
+from config.llm_settings import llm_where
 from config.settings import Settings
 from runtime import run_control
 from runtime.user_errors import UsageError
@@ -59,6 +62,38 @@ def check_task_fits(settings: Settings, task: str, agents: tuple[str, ...], llm:
             )
 
 
+def run_budget(
+    settings: Settings, llms: Iterable[str], max_tokens: int | None = None, max_cost: float | None = None
+) -> Budget | None:
+    """What a new run carries of budgets: its ceilings and the prices of the
+    LLM profiles `llms` it uses; None when it has neither. --max-cost with a
+    profile that has no prices is refused."""
+    prices = {}
+    for name in dict.fromkeys(llms):
+        profile = settings.llm.get(name)
+        if profile is not None and profile.prices is not None:
+            prices[name] = profile.prices
+        elif max_cost is not None:
+            where = f"{settings.source} has" if settings.config_file else "without a config file there is"
+            raise UsageError(
+                f"--max-cost needs the prices of every LLM the run uses: {where} no price_per_million_input "
+                f"and price_per_million_output in {llm_where(name)}"
+            )
+    if max_tokens is None and max_cost is None and not prices:
+        return None
+    return Budget(max_tokens=max_tokens, max_cost=max_cost, prices=prices)
+
+
+def run_llms(agent: str, llm: str | None) -> list[str]:
+    """The LLM profile an agent run's thinks use."""
+    return [llm or get_profile(agent).llm]
+
+
+def flow_llms(agents: Iterable[str], llm: str | None) -> list[str]:
+    """The LLM profiles a flow's planner and its step runs use."""
+    return [llm or "default", *(llm or get_profile(agent).llm for agent in agents)]
+
+
 def summary_of(task: str) -> str:
     summary = " ".join(task.split())
     return summary if len(summary) <= SUMMARY_LENGTH else summary[: SUMMARY_LENGTH - 1] + "…"
@@ -72,13 +107,15 @@ def agent_run_input(
     steps_per_run: int | None = None,
     llm: str | None = None,
     mcp_servers: tuple[str, ...] | None = None,
+    budget: Budget | None = None,
 ) -> AgentRunInput:
     """A new run's input, holding everything that decides its commands: the
-    profile resolved now (overrides applied) and this code's continue-as-new
-    thresholds; later workers' code changes neither (raises UnknownAgent)."""
+    profile resolved now (overrides applied), its budget and prices, and this
+    code's continue-as-new thresholds; later workers' code and config change
+    none of them (raises UnknownAgent)."""
     run = AgentRunInput(
         task=task, agent=agent, max_steps=max_steps, steps_per_run=steps_per_run, llm=llm,
-        mcp_servers=list(mcp_servers) if mcp_servers is not None else None,
+        mcp_servers=list(mcp_servers) if mcp_servers is not None else None, budget=budget,
     )
     return run.model_copy(update={"profile": with_tool_terms(resolved_profile(run)), "continuation": current_limits()})
 
@@ -91,15 +128,18 @@ def planning_flow_input(
     max_steps: int | None = None,
     steps_per_run: int | None = None,
     llm: str | None = None,
+    budget: Budget | None = None,
 ) -> PlanningFlowInput:
-    """A new flow's input, with its agents' profiles and the thresholds
-    resolved now, for its planner and every step's run (raises UnknownAgent)."""
+    """A new flow's input, with its agents' profiles, its budget and the
+    thresholds resolved now, for its planner and every step's run (raises
+    UnknownAgent)."""
     flow = PlanningFlowInput(
         task=task,
         agents=list(agents),
         timeout_seconds=timeout,
         max_steps_per_agent=max_steps,
         steps_per_run=steps_per_run,
+        budget=budget,
         **({"llm": llm, "agent_llm": llm} if llm else {}),
     )
     executors = dict.fromkeys([*flow.agents, flow.primary_agent])
@@ -119,12 +159,16 @@ async def start_agent_run(
     run_id: str | None,
     llm: str | None = None,
     mcp_servers: tuple[str, ...] | None = None,
+    max_tokens: int | None = None,
+    max_cost: float | None = None,
 ) -> WorkflowHandle:
+    budget = run_budget(settings, run_llms(agent, llm), max_tokens, max_cost)
     registered = await run_control.search_attributes_registered(client)
     started = await client.start_workflow(
         AgentWorkflow.run,
         agent_run_input(
-            task, agent=agent, max_steps=max_steps, steps_per_run=steps_per_run, llm=llm, mcp_servers=mcp_servers
+            task, agent=agent, max_steps=max_steps, steps_per_run=steps_per_run, llm=llm, mcp_servers=mcp_servers,
+            budget=budget,
         ),
         id=run_id or f"{agent}-{uuid.uuid4().hex[:12]}",
         task_queue=settings.task_queue,
@@ -149,14 +193,18 @@ async def start_planning_flow(
     steps_per_run: int | None,
     run_id: str | None,
     llm: str | None = None,
+    max_tokens: int | None = None,
+    max_cost: float | None = None,
 ) -> WorkflowHandle:
-    registered = await run_control.search_attributes_registered(client)
     if settings.runflow_data_analysis and "data_analysis" not in agents:
         agents = (*agents, "data_analysis")  # OpenManus's [runflow] use_data_analysis_agent
+    budget = run_budget(settings, flow_llms(agents, llm), max_tokens, max_cost)
+    registered = await run_control.search_attributes_registered(client)
     return await client.start_workflow(
         PlanningFlowWorkflow.run,
         planning_flow_input(
-            task, agents=agents, timeout=timeout, max_steps=max_steps, steps_per_run=steps_per_run, llm=llm
+            task, agents=agents, timeout=timeout, max_steps=max_steps, steps_per_run=steps_per_run, llm=llm,
+            budget=budget,
         ),
         id=run_id or f"flow-{uuid.uuid4().hex[:12]}",
         task_queue=settings.task_queue,

@@ -18,6 +18,7 @@ from temporalio.exceptions import ActivityError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from agent_model.activity_specs import PREPARE_WORKSPACE, PREPARE_WORKSPACE_CONFIG
+    from agent_model.budget import budget_text, ceiling_note, ceiling_reached, money, run_cost
     from agent_model.continuation import carried_state, continued_input, current_limits, should_continue_as_new
     from agent_model.memory import Memory
     from agent_model.messages import user_message
@@ -60,7 +61,7 @@ class AgentWorkflow(AgentHandlers):
         """Continue-as-new thresholds: the run's own, or (older inputs) this code's."""
         self.state = run.carried or RunState(context=ContextSync(key=f"{info.workflow_id}/{info.run_id}"))
         self.tools = RunTools(self.state, self.workspace, self._publish_details)
-        self.stepper = Stepper(self.state, self.tools, self._publish_details)
+        self.stepper = Stepper(self.state, self.tools, self._publish_details, budget=run.budget)
 
     @workflow.run
     async def run(self, run: AgentRunInput) -> AgentRunResult:
@@ -75,6 +76,7 @@ class AgentWorkflow(AgentHandlers):
             while state.step < profile.max_steps:
                 if cancel_requested():
                     raise Cancelled()
+                self._stop_if_budget_spent()
                 if self._time_to_continue_as_new(run):
                     await self._continue_as_new(run)
                 state.step += 1
@@ -113,6 +115,21 @@ class AgentWorkflow(AgentHandlers):
             **scheduled(PREPARE_WORKSPACE_CONFIG, f"prepare workspace {self.workspace}"),
         )
         state.memory.add(user_message(run.task))
+
+    def _cost(self) -> float | None:
+        """USD spent so far, at the run's prices (None: it has none)."""
+        profile = self.state.profile
+        return run_cost(self.input.budget, profile.llm, self.state.usage) if profile else None
+
+    def _stop_if_budget_spent(self) -> None:
+        """A think that would start with the budget spent does not start: the
+        run ends with what it has, its last assistant text as the answer."""
+        state, cost = self.state, self._cost()
+        ceiling = ceiling_reached(self.input.budget, state.usage, cost)
+        if ceiling is None:
+            return
+        state.final_answer = state.final_answer or last_assistant_text(state.memory)
+        raise RunEnded(StopReason.BUDGET, ceiling_note(ceiling, f"step {state.step}", state.usage, cost))
 
     def _time_to_continue_as_new(self, run: AgentRunInput) -> bool:
         info = workflow.info()
@@ -158,6 +175,7 @@ class AgentWorkflow(AgentHandlers):
                 steps_taken=state.step,
                 steps=state.records,
                 usage=state.usage,
+                cost=self._cost(),
                 directory=state.directory or None,
             )
         )
@@ -165,13 +183,17 @@ class AgentWorkflow(AgentHandlers):
     def _publish_details(self, note: str | None = None) -> None:
         """Current details (markdown, shown in the Web UI) and search attributes."""
         state, profile = self.state, self.state.profile
-        usage = state.usage
+        usage, cost = state.usage, self._cost()
         lines = [
             f"**agent** {profile.name if profile else self.input.agent}",
             f"**state** {state.agent_state.value}",
             f"**step** {state.step}/{profile.max_steps if profile else '?'}",
-            f"**tokens** {usage.total_tokens} ({usage.prompt_tokens} prompt, {usage.completion_tokens} completion)",
+            f"**tokens** {usage.total_tokens} ({usage.prompt_tokens} prompt, {usage.completion_tokens} completion)"
+            + ("" if cost is None else f" · **cost** {money(cost)}"),
         ]
+        budget = budget_text(self.input.budget, usage, cost)
+        if budget is not None:
+            lines.append(f"**budget** {budget} spent")
         last = state.records[-1].tool_calls[-1] if state.records and state.records[-1].tool_calls else None
         if last is not None:
             outcome = " ".join(last.observation.split())[:120]

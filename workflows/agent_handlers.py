@@ -8,6 +8,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from agent_model.budget import run_cost
     from agent_model.errors import QUESTION_CLOSED_ERROR
     from agent_model.human import HumanAnswer, HumanQuestion, QuestionClosed
     from agent_model.memory import Memory
@@ -33,6 +34,7 @@ class AgentHandlers:
             max_steps=profile.max_steps if profile else 0,
             steps_recorded=state.records[-1].step if state.records else 0,
             usage=state.usage,
+            cost=run_cost(self.input.budget, profile.llm, state.usage) if profile else None,
             pending_question=state.desk.pending,
             note=state.note,
         )

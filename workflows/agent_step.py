@@ -15,6 +15,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from agent_model import agent_loop
     from agent_model.activity_specs import THINK, THINK_CONFIG
+    from agent_model.budget import Budget, run_cost
     from agent_model.agent_loop import (
         Reply,
         ReplyKind,
@@ -45,8 +46,12 @@ NOT_RUN_AFTER_THE_END = "Not run: the run ended with an earlier call."
 
 
 class Stepper:
-    def __init__(self, state: RunState, tools: RunTools, publish: Callable[[], None]) -> None:
+    def __init__(
+        self, state: RunState, tools: RunTools, publish: Callable[[], None], budget: Budget | None = None
+    ) -> None:
         self.state, self.tools, self.publish = state, tools, publish
+        self.budget = budget
+        """The run's budget, whose prices cost each step's think."""
 
     @property
     def profile(self) -> AgentProfile:
@@ -62,7 +67,10 @@ class Stepper:
 
         response = await self._think()
         reply = read_reply(response, profile)
-        record = StepRecord(step=state.step, thought=response.message.content, usage=response.usage)
+        record = StepRecord(
+            step=state.step, thought=response.message.content, usage=response.usage,
+            cost=run_cost(self.budget, profile.llm, response.usage),
+        )
         if reply.kind == ReplyKind.CONTENT_FILTERED:
             state.records.append(record)
             raise RunEnded(StopReason.CONTENT_FILTERED, agent_notes.CONTENT_FILTER_NOTE)

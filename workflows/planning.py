@@ -13,6 +13,7 @@ from temporalio.exceptions import ActivityError, CancelledError, ChildWorkflowEr
 
 with workflow.unsafe.imports_passed_through():
     from agent_model.activity_specs import THINK, THINK_CONFIG
+    from agent_model.budget import add_cost, budget_text, ceiling_note, ceiling_reached, money, remaining, run_cost
     from agent_model.tool_spec import scheduled
     from agent_model.flow import (
         FINALIZE_RESERVE_SECONDS,
@@ -67,6 +68,8 @@ class PlanningFlowWorkflow:
         self.plan = Plan(plan_id="plan", title="(planning)")
         self.outcomes: list[StepOutcome] = []
         self.usage = TokenUsage()
+        self.cost: float | None = None
+        """USD of `usage`, when the flow's prices are known."""
         self.replans = 0
         self.summary: str | None = None
         self.workspace = workspace_name_for(workflow.info().workflow_id)
@@ -119,8 +122,12 @@ class PlanningFlowWorkflow:
                 return FlowOutcome.COMPLETED, None
             if self._time_left() <= timedelta(0):
                 return FlowOutcome.TIMED_OUT, f"the flow's {self.input.timeout_seconds:.0f} s ran out before step {index + 1}"
+            if (spent := self._budget_spent()) is not None:
+                return FlowOutcome.BUDGET, f"{spent}; step {index + 1} and after were not started"
             if not await self._run_step(index):
                 reason = self.plan.steps[index].notes
+                if (spent := self._budget_spent()) is not None:
+                    return FlowOutcome.BUDGET, f"{spent}; step {index + 1} is blocked ({reason}) and was not replanned"
                 if self._time_left() <= timedelta(0):
                     return FlowOutcome.TIMED_OUT, f"the flow's {self.input.timeout_seconds:.0f} s ran out during step {index + 1}"
                 if self.replans >= self.input.max_replans:
@@ -156,6 +163,7 @@ class PlanningFlowWorkflow:
                     max_steps=self.input.max_steps_per_agent,
                     steps_per_run=self.input.steps_per_run,
                     llm=self.input.agent_llm,
+                    budget=remaining(self.input.budget, self.usage, self.cost),
                 ),
                 id=step.run_id,
                 execution_timeout=max(self._time_left(), timedelta(seconds=1)),
@@ -175,6 +183,7 @@ class PlanningFlowWorkflow:
                 # The child finished because the flow's cancellation reached it.
                 raise asyncio.CancelledError()
             self.usage = self.usage + result.usage
+            self.cost = add_cost(self.cost, result.cost)
             outcome.state = result.state
             outcome.answer = clip(result.final_answer, ANSWER_LIMIT) if result.final_answer else result.final_answer
             if result.succeeded:
@@ -255,6 +264,8 @@ class PlanningFlowWorkflow:
         budget = self._time_left(reserve=reserve)
         if budget <= timedelta(0):
             raise _ThinkFailed("no time was left")
+        if self._budget_spent() is not None:
+            raise _ThinkFailed("the budget was spent")
         options = scheduled(THINK_CONFIG, f"think · planning flow: {what}")
         options["schedule_to_close_timeout"] = budget
         try:
@@ -278,6 +289,7 @@ class PlanningFlowWorkflow:
             workflow.logger.warning("planning flow: %s failed: %s", what, root_message(e))
             raise _ThinkFailed(clip(root_message(e), NOTE_LIMIT)) from None
         self.usage = self.usage + response.usage
+        self.cost = add_cost(self.cost, run_cost(self.input.budget, self.input.llm, response.usage))
         return response
 
     # ---- helpers ------------------------------------------------------------------
@@ -285,6 +297,15 @@ class PlanningFlowWorkflow:
     @staticmethod
     def _calls(response: ThinkResponse) -> list[tuple[str, str]]:
         return [(c.function.name, c.function.arguments) for c in response.message.tool_calls or []]
+
+    def _budget_spent(self) -> str | None:
+        """The note when the flow's budget is spent (no think or step run
+        starts then), else None."""
+        ceiling = ceiling_reached(self.input.budget, self.usage, self.cost)
+        if ceiling is None:
+            return None
+        after = f"step {self.outcomes[-1].index + 1}" if self.outcomes else "planning"
+        return ceiling_note(ceiling, after, self.usage, self.cost)
 
     def _time_left(self, reserve: bool = True) -> timedelta:
         limit = self.input.timeout_seconds - FINISH_MARGIN_SECONDS - (FINALIZE_RESERVE_SECONDS if reserve else 0)
@@ -308,14 +329,19 @@ class PlanningFlowWorkflow:
                 note=note,
                 replans=self.replans,
                 usage=self.usage,
+                cost=self.cost,
             )
         )
 
     def _publish(self, note: str | None = None, state: str = AgentState.RUNNING.value) -> None:
         """Current details (the plan, as markdown in the Web UI) and search attributes."""
+        cost = "" if self.cost is None else f" · {money(self.cost)}"
         lines = [
-            f"**planning flow** · {state} · {len(self.outcomes)} step runs · {self.usage.total_tokens} tokens"
+            f"**planning flow** · {state} · {len(self.outcomes)} step runs · {self.usage.total_tokens} tokens{cost}"
         ]
+        budget = budget_text(self.input.budget, self.usage, self.cost)
+        if budget is not None:
+            lines.append(f"**budget** {budget} spent")
         if note:
             lines.append(f"**note** {note}")
         lines.append(f"```\n{self.plan.render()}\n```")
