@@ -66,8 +66,9 @@ def add_cost(spent: float | None, more: float | None) -> float | None:
 
 
 def money(cost: float) -> str:
-    """USD for people: cents for whole dollars, more digits below a dollar."""
-    return f"${cost:.2f}" if cost >= 1 else f"${cost:.4f}"
+    """USD for people: in cents from a dollar up or when it is whole cents
+    ($0.50), else to a hundredth of a cent ($0.0014)."""
+    return f"${cost:.2f}" if cost >= 1 or round(cost, 2) == cost else f"${cost:.4f}"
 
 
 def spent_text(usage: TokenUsage, cost: float | None) -> str:
