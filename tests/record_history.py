@@ -36,6 +36,10 @@ event history as JSON. Scenarios:
         its step runs get too): plan of two steps, the second blocks, a replan
         adds a third, which completes; the summary (the flow ends BLOCKED,
         since step 2 stays blocked)
+    budget-reached (agent_run_budget_reached.json): a manus run started as the
+        starter starts it with --max-tokens 250 and the config's prices: two
+        python_execute steps of 120 tokens each, a third (360 in all), then
+        the run ends at its ceiling before a fourth think (stop reason budget)
 
 Every file in tests/histories/ was recorded by the v1 baseline (no patch
 markers). A scenario is written the same way by the code of any version, so
@@ -405,6 +409,35 @@ async def record_replanned_flow(
     return await handle.fetch_history()
 
 
+BUDGET_TOKENS = 250
+BUDGET_STEP_USAGE = (100, 20)
+"""Prompt and completion tokens of each think of the budget-reached scenario."""
+
+
+async def record_budget_run(
+    client: Client, fake: FakeOpenAI, scratch: Path, workflow_id: str, timeout: float = 60
+) -> WorkflowHistory:
+    from agent_model.budget import Budget, Prices
+    from runtime.run_start import agent_run_input
+
+    fake.turns = [
+        *(
+            Reply(content=f"step {n}", tool_calls=[call("python_execute", {"code": f"print({n})"})], usage=BUDGET_STEP_USAGE)
+            for n in (1, 2, 3)
+        ),
+        Reply(tool_calls=[call("terminate", {"status": "success", "answer": "never reached"})]),
+    ]
+    budget = Budget(max_tokens=BUDGET_TOKENS, prices={"default": Prices(input=2.5, output=10)})
+    run = agent_run_input("Count to three, one python call a step.", agent="manus", budget=budget)
+    result, handle = await run_to_end(
+        client, unconfined_settings(fake, scratch), run, workflow_id, timeout,
+        search_attributes=search_attributes.initial("manus"),
+    )
+    assert (result.stop_reason, result.steps_taken, result.final_answer) == (StopReason.BUDGET, 3, "step 3"), result
+    assert len(fake.completed()) == 3, "a fourth think started"
+    return await handle.fetch_history()
+
+
 SCENARIOS = {
     "answered": (HISTORY_PATH.name, HISTORY_WORKFLOW_ID),
     "cancelled": ("agent_run_cancelled.json", "agent-run-cancelled"),
@@ -414,6 +447,7 @@ SCENARIOS = {
     "browser": ("agent_run_browser.json", "agent-run-browser"),
     "mcp": ("agent_run_mcp.json", "agent-run-mcp"),
     "flow-replanned": ("flow_replanned.json", "flow-replanned"),
+    "budget-reached": ("agent_run_budget_reached.json", "agent-run-budget-reached"),
     **{
         profile_scenario(agent): (f"agent_run_profile_{agent}.json", f"agent-run-profile-{agent.replace('_', '-')}")
         for agent in PROFILE_CALLS
@@ -451,6 +485,7 @@ async def record(scenario: str, client: Client, fake: FakeOpenAI, scratch: Path)
         "browser": record_browser_run,
         "mcp": record_mcp_run,
         "flow-replanned": record_replanned_flow,
+        "budget-reached": record_budget_run,
     }[scenario]
     return await recorder(client, fake, scratch, workflow_id)
 

@@ -275,3 +275,31 @@ async def test_a_replanned_flow_replays_whatever_the_code_says_now(monkeypatch):
 
     deploy_code_the_runs_never_saw(monkeypatch, "manus")
     assert (await replayer().replay_workflow(as_history(data, workflow_id))).replay_failure is None
+
+
+# ---- a run that ends at its budget (issue 21) -------------------------------------------
+
+
+def completed_result(data: dict) -> dict:
+    attributes = next(
+        e["workflowExecutionCompletedEventAttributes"] for e in data["events"]
+        if "workflowExecutionCompletedEventAttributes" in e
+    )
+    return json.loads(base64.b64decode(attributes["result"]["payloads"][0]["data"]))
+
+
+async def test_a_run_that_ends_at_its_budget_replays():
+    name, workflow_id = SCENARIOS["budget-reached"]
+    data = history_file(name)
+    run = started_input(data)  # as the starter started it: its ceiling and prices in its input
+    assert run["budget"]["max_tokens"] == 250 and run["budget"]["prices"]["default"] == {
+        "input": 2.5, "output": 10.0, "cached_input": None,
+    }
+    # Three steps, then no fourth think: the ceiling is checked before each.
+    assert [a["activityType"]["name"] for a in scheduled_activities(data)] == [
+        "prepare_workspace", *["think", "python_execute"] * 3,
+    ]
+    result = completed_result(data)
+    assert (result["stop_reason"], result["steps_taken"], result["final_answer"]) == ("budget", 3, "step 3")
+    assert result["note"] == "token budget of 250 reached after step 3: 360 tokens, $0.0014 spent"
+    assert (await replayer().replay_workflow(as_history(data, workflow_id))).replay_failure is None
