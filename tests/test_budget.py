@@ -20,7 +20,7 @@ from agent_model.budget import (
 )
 from agent_model.flow import FlowOutcome, PlanningFlowResult
 from agent_model.plan import StepStatus
-from agent_model.run import AgentRunInput, AgentRunResult
+from agent_model.run import AgentRunResult
 from agent_model.state import AgentState, StopReason
 from agent_model.usage import TokenUsage
 from runtime import command_line
@@ -28,9 +28,9 @@ from runtime.run_start import run_budget
 from runtime.user_errors import UsageError
 from testkit.fake_openai import Reply, call
 from testkit.settings import config_error, load_config, make_settings, write_config
+from tests.test_agent_workflow import start
 from tests.test_planning_flow import FlowScript, plan_reply, start_flow
 from tests.test_starter_cli import assert_one_line_error, dev_address
-from workflows.agent import AgentWorkflow
 
 PRICES = Prices(input=2.5, output=10.0)
 """USD per million tokens: a step of 100 prompt and 20 completion tokens costs $0.00045."""
@@ -206,21 +206,11 @@ def test_max_cost_without_prices_is_one_line_before_any_server(cli, tmp_path):
 # ---- runs at their ceiling (time-skipping server) -------------------------------------
 
 
-async def start_run(env, settings, budget: Budget):
-    return await env.client.start_workflow(
-        AgentWorkflow.run,
-        AgentRunInput(task="count", agent="manus", budget=budget),
-        id=f"budget-{uuid.uuid4().hex[:8]}",
-        task_queue=settings.task_queue,
-        result_type=AgentRunResult,
-    )
-
-
 async def test_a_run_stops_before_the_think_that_would_start_with_its_tokens_spent(
     time_skipping_env, worker, settings, fake_llm
 ):
     fake_llm.turns = [python_step("one"), python_step("two"), python_step("three"), terminate_step("never")]
-    handle = await start_run(time_skipping_env, settings, Budget(max_tokens=250))
+    handle = await start(time_skipping_env, settings, task="count", budget=Budget(max_tokens=250))
     result = await handle.result()
 
     # 120 tokens a step: 240 after step 2 is under 250, 360 after step 3 is not.
@@ -236,7 +226,7 @@ async def test_a_run_stops_before_the_think_that_would_start_with_its_tokens_spe
 async def test_a_cost_budget_prices_each_step_and_stops_at_its_ceiling(time_skipping_env, worker, settings, fake_llm):
     fake_llm.turns = [python_step("one"), python_step("two"), python_step("three"), terminate_step("never")]
     budget = Budget(max_cost=0.001, prices={"default": PRICES})
-    handle = await start_run(time_skipping_env, settings, budget)
+    handle = await start(time_skipping_env, settings, task="count", budget=budget)
     result = await handle.result()
 
     # $0.00045 a step: $0.0009 after step 2, $0.00135 after step 3.
@@ -250,7 +240,7 @@ async def test_a_cost_budget_prices_each_step_and_stops_at_its_ceiling(time_skip
 
 async def test_a_run_under_its_budget_ends_as_it_would_without_one(time_skipping_env, worker, settings, fake_llm):
     fake_llm.turns = [python_step("one"), terminate_step("done")]
-    result = await (await start_run(time_skipping_env, settings, Budget(max_tokens=10_000))).result()
+    result = await (await start(time_skipping_env, settings, task="count", budget=Budget(max_tokens=10_000))).result()
     assert (result.stop_reason, result.final_answer, result.usage.total_tokens) == (StopReason.TERMINATED, "done", 240)
 
 
