@@ -117,9 +117,11 @@ def is_observation_of(message: Message | None, call: ToolCall, limit: int) -> bo
         and message.role == Role.TOOL
         and message.tool_call_id == call.id
         and message.name == call.function.name
+        and not message.tool_calls
         and message.base64_image is None
         and message.image_file is None
-        and len(message.content or "") <= limit + CUT_NOTE_ROOM
+        and message.content is not None
+        and len(message.content) <= limit + CUT_NOTE_ROOM
     )
 
 

@@ -10,7 +10,7 @@ from agent_model import agent_loop
 from agent_model.agent_loop import ReplyKind, read_reply
 from agent_model.llm_io import ThinkResponse
 from agent_model.memory import Memory
-from agent_model.messages import ToolChoice, assistant_message, user_message
+from agent_model.messages import Role, ToolChoice, assistant_message, tool_message, user_message
 from agent_model.messages import Function, ToolCall
 from agent_model.run import MAX_TOOL_CALLS_PER_REPLY, AgentRunInput
 from agent_model.usage import TokenUsage
@@ -98,3 +98,26 @@ async def test_the_benchmark_loop_and_the_workflow_show_the_model_the_same_conve
 
     assert steps == 4 and len(in_process) == 4
     assert in_workflow == in_process
+
+
+def test_an_activitys_message_is_taken_only_when_it_is_the_calls_plain_observation():
+    """The workflow adds an activity's finished message as it is only when it
+    answers this very call as a plain tool message within the limit; anything
+    else (another call, another role, tool calls of its own, no text, images,
+    too long) is replaced by the observation the workflow makes itself."""
+    call_ = tool_call(1)
+    plain = tool_message("391", "c1", "python_execute")
+    assert agent_loop.observed(call_, "391", False, 100, plain)[0] is plain
+    refused = {
+        "another call": plain.model_copy(update={"tool_call_id": "c2"}),
+        "another tool": plain.model_copy(update={"name": "bash"}),
+        "assistant": plain.model_copy(update={"role": Role.ASSISTANT}),
+        "tool calls": plain.model_copy(update={"tool_calls": [tool_call(2)]}),
+        "no text": plain.model_copy(update={"content": None}),
+        "an image": plain.model_copy(update={"base64_image": "aGk="}),
+        "too long": plain.model_copy(update={"content": "x" * 100 + "y" * agent_loop.CUT_NOTE_ROOM + "z"}),
+    }
+    for why, message in refused.items():
+        kept, record = agent_loop.observed(call_, "the plain observation", False, 100, message)
+        assert kept == tool_message("the plain observation", "c1", "python_execute"), why
+        assert record.observation == "the plain observation", why
