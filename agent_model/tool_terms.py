@@ -17,6 +17,11 @@ from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityCancellationType
 
 
+class BadToolTerms(ValueError):
+    """Terms no activity can be scheduled with (a run input made by hand): the
+    SDK or the server would refuse the command on every workflow task."""
+
+
 def _seconds(delta: timedelta | None) -> float | None:
     return None if delta is None else delta.total_seconds()
 
@@ -56,7 +61,29 @@ class ActivityTerms(BaseModel):
             wait_for_cancellation=config.get("cancellation_type") == ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         )
 
+    def problem(self) -> str | None:
+        """What makes these terms unschedulable, or None."""
+        if not self.start_to_close_seconds > 0:
+            return "start_to_close_seconds must be more than 0"
+        for name in ("heartbeat_seconds", "schedule_to_start_seconds", "maximum_interval_seconds"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                return f"{name} must be more than 0"
+        if self.maximum_attempts < 0:
+            return "maximum_attempts must not be negative (0: no limit)"
+        if not self.initial_seconds >= 0:
+            return "initial_seconds must not be negative"
+        if not self.backoff >= 1:
+            return "backoff must be at least 1"
+        if self.maximum_interval_seconds is not None and self.maximum_interval_seconds < self.initial_seconds:
+            return "maximum_interval_seconds must not be less than initial_seconds"
+        return None
+
     def config(self) -> workflow.ActivityConfig:
+        """The SDK's config; raises BadToolTerms for terms no activity can be scheduled with."""
+        problem = self.problem()
+        if problem is not None:
+            raise BadToolTerms(problem)
         config = workflow.ActivityConfig(
             start_to_close_timeout=timedelta(seconds=self.start_to_close_seconds),
             retry_policy=RetryPolicy(

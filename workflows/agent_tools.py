@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from agent_model.tool_arguments import parse_arguments
     from agent_model.tool_io import ToolRequest, ToolResult, observation_text, produced_text
     from agent_model.tool_spec import ToolCallContext, ToolOutcome, ToolSpec, scheduled
+    from agent_model.tool_terms import BadToolTerms
     from agent_model.usage import TokenUsage
     from prompts import agent_notes
     from tools import TOOLS, activity_options, activity_summary, offered_definitions, used_by
@@ -125,6 +126,8 @@ class RunTools:
             return await self._run_activity(spec, call, arguments, limit)
         except (asyncio.CancelledError, ActivityError) as e:
             return self._tool_failed(name, e)
+        except BadToolTerms as e:
+            return ToolOutcome(f"Error: {name} cannot run: its terms in this run's input are invalid ({e}).", error=True)
 
     async def _run_activity(self, spec: ToolSpec, call: ToolCall, arguments: dict[str, Any], limit: int) -> ToolOutcome:
         assert spec.activity is not None
