@@ -2,13 +2,15 @@
 
 The first argument names the command when it is exactly one of COMMANDS;
 anything else is a run's arguments (`python starter.py "task"` is `run
-"task"`), and a task that is itself a command name goes after `run`. Every
-complaint is a one-line UsageError.
+"task"`), and a task that is itself a command name, or one word that looks
+like a misspelt one (`lsit`), goes after `run`. Every complaint is a one-line
+UsageError.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
 import shlex
 from dataclasses import dataclass
@@ -356,6 +358,11 @@ def parse_command(argv: Sequence[str]) -> Command:
     if argv[:1] in (["-h"], ["--help"]):
         parser.parse_args(argv[:1])  # prints the help and exits
     named = bool(argv) and argv[0] in COMMANDS
+    if not named and argv and (meant := misspelt_command(argv[0])) is not None:
+        raise UsageError(
+            f"{argv[0]!r} is not a command; did you mean {meant}? "
+            f"(a one-word task goes after run: python starter.py run {argv[0]})"
+        )
     args, extra = parser.parse_known_args(argv if named else ["run", *argv])
     if extra:
         raise UsageError(f"unrecognized arguments: {' '.join(extra)} (see: python starter.py {args.command} --help)")
@@ -376,6 +383,15 @@ def parse_command(argv: Sequence[str]) -> Command:
     if isinstance(command, McpServe) and command.show_token and command.http is None:
         raise UsageError("--show-token goes with --http (over stdio no token is needed)")
     return command
+
+
+def misspelt_command(first: str) -> str | None:
+    """The command a first argument of one word seems to misspell (`lsit`):
+    taken as a task, it would start a run, and the embedded server with it."""
+    if first.startswith("-") or not first.isascii() or not first.isalpha():
+        return None
+    close = difflib.get_close_matches(first.lower(), [name for name in COMMANDS if len(name) > 3], n=1, cutoff=0.75)
+    return close[0] if close else None
 
 
 def not_utf8(args: argparse.Namespace) -> str | None:
@@ -399,6 +415,11 @@ def not_utf8(args: argparse.Namespace) -> str | None:
 
 def new_run(args: argparse.Namespace, named: bool) -> Run:
     check_task(args.task, 'python starter.py "what the agent should do"')
+    if not named and (meant := misspelt_command(args.task)) is not None and args.task not in COMMANDS:
+        raise UsageError(
+            f"{args.task!r} is not a command; did you mean {meant}? "
+            f"(a one-word task goes after run: python starter.py run [options] {args.task})"
+        )
     if not named and args.task in COMMANDS:
         raise UsageError(
             f"{args.task!r} after options is ambiguous: for the command put it first "

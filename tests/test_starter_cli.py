@@ -223,6 +223,10 @@ def test_the_old_flag_forms_are_gone(argv):
     "argv, expected",
     [
         (["--agent", "swe", "list"], "python starter.py run"),  # a task named like a command, after options
+        # A misspelt command would be a one-word task: a run, and the embedded server with it.
+        (["lsit"], "'lsit' is not a command; did you mean list? (a one-word task goes after run: python starter.py run lsit)"),
+        (["shwo", "r1"], "did you mean show?"),
+        (["--agent", "swe", "anwser"], "did you mean answer?"),
         (["list", "--agent", "swe"], "unrecognized arguments: --agent swe (see: python starter.py list --help)"),
         (["show"], "the following arguments are required: ID"),
         (["show", ""], "the run id is empty"),
@@ -246,11 +250,18 @@ def test_bad_command_lines_are_usage_errors(argv, expected):
         (["rewind", "r1"], "--to-step"),
         (["--agent", "swe", "cancel"], "python starter.py run"),
         (["answer", "r1", b"\xfe yes"], "the answer is not valid UTF-8 text"),
+        (["lsit"], "did you mean list?"),
     ],
-    ids=["list extra", "show", "rewind no step", "option then command", "answer not utf8"],
+    ids=["list extra", "show", "rewind no step", "option then command", "answer not utf8", "misspelt command"],
 )
 def test_bad_command_lines_are_one_line_from_main(cli, argv, expected):
     assert_one_line_error(cli(*argv), expected)
+
+
+@pytest.mark.parametrize("argv", [["hello"], ["fix the failing test"], ["run", "lsit"], ["run", "--agent", "swe", "lsit"], ["--agent", "swe", "hello"]])
+def test_a_one_word_task_that_misspells_no_command_is_a_run(argv):
+    command = command_line.parse_command(argv)
+    assert isinstance(command, command_line.Run) and command.task == argv[-1]
 
 
 def test_help_explains_how_a_task_is_told_from_a_command(cli):
