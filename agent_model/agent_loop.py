@@ -100,10 +100,14 @@ def over_the_per_reply_limit(profile: AgentProfile, index: int) -> str | None:
     return None
 
 
-def unknown_tool(profile: AgentProfile, name: str, known: set[str] | dict) -> str | None:
+def unknown_tool(profile: AgentProfile, name: str, known: Collection[str]) -> str | None:
+    """The observation of a call no tool of this worker (`known`) answers, else None."""
     if name in profile.tools and name in known:
         return None
-    return f"Error: unknown tool '{name}'. Available tools: {', '.join(profile.tools)}."
+    available = ", ".join(tool for tool in profile.tools if tool in known)
+    if name in profile.tools:  # the run began with it; a later deploy removed it
+        return f"Error: this worker has no tool '{name}' any more; do without it. Available tools: {available}."
+    return f"Error: unknown tool '{name}'. Available tools: {available}."
 
 
 CUT_NOTE_ROOM = 100

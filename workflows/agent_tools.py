@@ -107,7 +107,7 @@ class RunTools:
         name = call.function.name
         spec = self.spec_for(name)
         if spec is None:
-            return ToolOutcome(unknown_tool(self.profile, name, set()) or "", error=True)
+            return ToolOutcome(unknown_tool(self.profile, name, TOOLS) or "", error=True)
         arguments, error = parse_arguments(name, call.function.arguments)
         if arguments is None:
             return ToolOutcome(error or "", error=True)
