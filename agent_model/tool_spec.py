@@ -200,6 +200,11 @@ class WorkflowTools(Protocol):
         """Adds the tokens of an LLM call a tool made to the run's usage."""
         ...
 
+    def options(self, tool: str, key: str) -> workflow.ActivityConfig:
+        """How one of a workflow tool's own activities (`ToolSpec.own_activities`)
+        is scheduled, as the run started; raises BadToolTerms for unschedulable terms."""
+        ...
+
     async def ask_user(self, question: str) -> str:
         """The observation for a question to the user (an answer, a timeout)."""
         ...
@@ -257,6 +262,9 @@ class ToolSpec:
     on_own_queue: bool = False
     """Its activities hold a live session on their worker, so the worker also
     serves them on its own task queue (the browser)."""
+    own_activities: dict[str, workflow.ActivityConfig] = field(default_factory=dict)
+    """A workflow tool: how the activities its handler and hooks schedule run,
+    by a key of its own (the starter writes them into the run's input)."""
     build: Callable[[Any], Callable[..., Awaitable[Any]]] | None = None
     """Worker side, for an activity tool: makes the activity from the worker's
     resources (the workflow never calls it)."""

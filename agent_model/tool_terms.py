@@ -111,3 +111,5 @@ class ToolTerms(BaseModel):
     """The function definition the model is shown (None: a tool that adds its own)."""
     activity: ActivityTerms | None = None
     """Set for a tool that runs as an activity."""
+    own_activities: dict[str, ActivityTerms] = {}
+    """A workflow tool's own activities (the browser's actions, MCP calls), by key."""

@@ -22,7 +22,7 @@ from agent_model.tool_terms import ActivityTerms
 def test_the_starters_run_input_holds_the_resolved_profile_and_thresholds():
     run = agent_run_input("t", agent="manus", max_steps=5, llm="fast", mcp_servers=("docs",))
     assert run.profile == with_tool_terms(MANUS.model_copy(update={"max_steps": 5, "llm": "fast", "mcp_servers": ["docs"]}))
-    assert set(run.profile.tool_terms) == set(MANUS.tools)
+    assert set(run.profile.tool_terms) == {*MANUS.tools, "mcp"}  # mcp: the run has MCP servers
     assert run.profile.tools == MANUS.tools and run.profile.system_prompt == MANUS.system_prompt
     assert run.continuation == current_limits()
     assert (run.continuation.history_events, run.continuation.records_bytes) == (HISTORY_EVENTS_PER_RUN, RECORDS_LIMIT)
@@ -51,3 +51,28 @@ def test_a_continued_execution_keeps_the_runs_thresholds(monkeypatch):
     continued = continued_input(run, carried, "w", run.continuation)
     assert continued.continuation.history_events == HISTORY_EVENTS_PER_RUN
     assert continued.carried.profile == with_tool_terms(MANUS)
+
+
+def test_a_workflow_tools_own_activities_are_scheduled_as_the_run_started():
+    """The browser's actions and MCP's calls are scheduled by workflow code of
+    those tools: their options travel in the input too."""
+    from datetime import timedelta
+
+    from agent_model.run_state import RunState
+    from tools.mcp_tools import NAME as MCP
+    from workflows.agent_tools import RunTools
+
+    profile = with_tool_terms(MANUS.model_copy(update={"mcp_servers": ["docs"]}))
+    assert set(profile.tool_terms["browser_use"].own_activities) == {"act", "act_on_session", "close", "extract"}
+    assert set(profile.tool_terms[MCP].own_activities) == {"list", "call"}
+    for name in ("browser_use", MCP):
+        for key, terms in profile.tool_terms[name].own_activities.items():
+            assert terms.config() == TOOLS[name].own_activities[key], (name, key)
+
+    started = profile.model_copy(deep=True)
+    act = started.tool_terms["browser_use"].own_activities["act"]
+    started.tool_terms["browser_use"].own_activities["act"] = act.model_copy(update={"start_to_close_seconds": 99})
+    tools = RunTools(RunState(profile=started, context=ContextSync(key="k")), "w", lambda: None)
+    assert tools.options("browser_use", "act")["start_to_close_timeout"] == timedelta(seconds=99)
+    older = RunTools(RunState(profile=MANUS, context=ContextSync(key="k")), "w", lambda: None)  # no terms
+    assert older.options(MCP, "call") == TOOLS[MCP].own_activities["call"]

@@ -51,12 +51,14 @@ def used_by(profile: AgentProfile) -> list[ToolSpec]:
 def with_tool_terms(profile: AgentProfile) -> AgentProfile:
     """The profile with each of its tools as this code defines it, for a new
     run's input: a later deploy of other tool files reaches new runs only."""
+    names = dict.fromkeys([*profile.tools, *(spec.name for spec in used_by(profile))])
     terms = {
         name: ToolTerms(
             definition=spec.schema,
             activity=ActivityTerms.of(spec.activity) if spec.activity is not None else None,
+            own_activities={key: ActivityTerms.of(config) for key, config in spec.own_activities.items()},
         )
-        for name in profile.tools
+        for name in names
         if (spec := TOOLS.get(name)) is not None
     }
     return profile.model_copy(update={"tool_terms": terms})
@@ -79,6 +81,15 @@ def activity_options(profile: AgentProfile, spec: ToolSpec) -> workflow.Activity
     assert spec.activity is not None
     terms = profile.tool_terms.get(spec.name)
     return terms.activity.config() if terms is not None and terms.activity is not None else spec.activity
+
+
+def own_activity_options(profile: AgentProfile, tool: str, key: str) -> workflow.ActivityConfig:
+    """How one of a workflow tool's own activities is scheduled: as the run
+    started, or (an older input) as this code says."""
+    terms = profile.tool_terms.get(tool)
+    if terms is not None and key in terms.own_activities:
+        return terms.own_activities[key].config()
+    return TOOLS[tool].own_activities[key]
 
 
 def activity_summary(name: str, arguments: dict[str, Any], limit: int = 80) -> str:

@@ -22,6 +22,7 @@ from temporalio import activity, workflow
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
 
 from agent_model.activity_specs import THINK, THINK_CONFIG
+from agent_model.tool_terms import BadToolTerms
 from agent_model.browser import (
     ACTIONS,
     MAX_TABS,
@@ -173,7 +174,7 @@ async def _act(
     )
     queue = browser.session_queue
     try:
-        return await _run(request, queue), None
+        return await _run(tools, request, queue), None
     except ActivityError as e:
         if not _worker_lost(e):
             raise
@@ -181,17 +182,15 @@ async def _act(
     # The live page is gone with its worker: any worker reopens the tabs.
     name = action["action"]
     if started and name not in READ_ONLY_ACTIONS:
-        restored = await _run(request.model_copy(update={"action": {"action": "wait", "seconds": 0}}), None)
+        restored = await _run(tools, request.model_copy(update={"action": {"action": "wait", "seconds": 0}}), None)
         return restored, fill(words.SESSION_LOST_ACTION_NOT_REPEATED, action=name)
-    return await _run(request, None), words.SESSION_LOST_RESTORED
+    return await _run(tools, request, None), words.SESSION_LOST_RESTORED
 
 
-async def _run(request: BrowserRequest, queue: str | None) -> BrowserResult:
+async def _run(tools: WorkflowTools, request: BrowserRequest, queue: str | None) -> BrowserResult:
+    config = tools.options(NAME, "act" if queue is None else "act_on_session")
     return await workflow.execute_activity(
-        ACT,
-        request,
-        result_type=BrowserResult,
-        **scheduled(ACT_CONFIG if queue is None else ON_SESSION_WORKER, _summary_of(request.action), queue),
+        ACT, request, result_type=BrowserResult, **scheduled(config, _summary_of(request.action), queue)
     )
 
 
@@ -220,7 +219,7 @@ async def _extract(tools: WorkflowTools, goal: str, result: BrowserResult) -> st
         THINK,
         request,
         result_type=ThinkResponse,
-        **scheduled(THINK_CONFIG, f"extract_content: {goal}"[:80]),
+        **scheduled(tools.options(NAME, "extract"), f"extract_content: {goal}"[:80]),
     )
     tools.spent(response.usage)
     return fill(words.EXTRACTED, url=url, text=response.message.content or "(nothing found)")
@@ -232,10 +231,9 @@ async def close_session(tools: WorkflowTools) -> None:
     if queue is None:
         return
     try:
-        await workflow.execute_activity(
-            CLOSE, workflow.info().workflow_id, **scheduled(CLOSE_CONFIG, "close the browser", queue)
-        )
-    except (ActivityError, asyncio.CancelledError):
+        config = tools.options(NAME, "close")
+        await workflow.execute_activity(CLOSE, workflow.info().workflow_id, **scheduled(config, "close the browser", queue))
+    except (ActivityError, asyncio.CancelledError, BadToolTerms):
         pass  # the worker closes an idle browser itself
 
 
@@ -286,5 +284,6 @@ SPEC = ToolSpec(
     handler=browse,
     state=ToolState(model=BrowserState, prompt=page_prompt, at_run_end=close_session),
     on_own_queue=True,
+    own_activities={"act": ACT_CONFIG, "act_on_session": ON_SESSION_WORKER, "close": CLOSE_CONFIG, "extract": THINK_CONFIG},
     build_many=build_many,
 )

@@ -75,7 +75,7 @@ async def _list_when_due(tools: WorkflowTools) -> None:
         LIST_TOOLS_ACTIVITY,
         McpListRequest(servers=[] if "*" in servers else list(servers)),
         result_type=McpToolList,
-        **scheduled(MCP_LIST_TOOLS, "list the MCP servers' tools"),
+        **scheduled(tools.options(NAME, "list"), "list the MCP servers' tools"),
     )
     tools.keep(NAME, McpSlot(tools=listed.tools, listed=True))
     if listed.problems:
@@ -104,7 +104,7 @@ async def call_server_tool(tools: WorkflowTools, arguments: dict[str, Any]) -> T
         CALL_TOOL_ACTIVITY,
         request,
         result_type=McpCallResult,
-        **scheduled(MCP_CALL_TOOL, f"{tool.server}: {tool.name}"[:80]),
+        **scheduled(tools.options(NAME, "call"), f"{tool.server}: {tool.name}"[:80]),
     )
     if result.tools_changed:
         tools.keep(NAME, tools.slot(NAME, McpSlot).model_copy(update={"stale": True}))
@@ -136,5 +136,6 @@ SPEC = ToolSpec(
         model=McpSlot, before_think=_list_when_due, definitions=_definitions, answers=_answers
     ),
     used_by=_used_by,
+    own_activities={"list": MCP_LIST_TOOLS, "call": MCP_CALL_TOOL},
     build_many=build_many,
 )

@@ -33,8 +33,9 @@ with workflow.unsafe.imports_passed_through():
     from agent_model.tool_terms import BadToolTerms
     from agent_model.usage import TokenUsage
     from prompts import agent_notes
-    from tools import TOOLS, activity_options, activity_summary, offered_definitions, used_by
-    from workflows.run_ending import cancel_requested, is_cancellation, root_message
+    from tools import TOOLS, activity_options, activity_summary, offered_definitions, own_activity_options, used_by
+    from agent_model.state import AgentState, StopReason
+    from workflows.run_ending import RunEnded, cancel_requested, is_cancellation, root_message
 
 Slot = TypeVar("Slot", bound=BaseModel)
 
@@ -62,7 +63,13 @@ class RunTools:
     async def before_think(self) -> None:
         for spec in self.used:
             if spec.state is not None and spec.state.before_think is not None:
-                await spec.state.before_think(self)
+                try:
+                    await spec.state.before_think(self)
+                except BadToolTerms as e:
+                    raise RunEnded(
+                        StopReason.ERROR, f"{spec.name} cannot run: its terms in this run's input are invalid ({e})",
+                        AgentState.ERROR,
+                    ) from None
 
     def prompt_parts(self) -> list[str]:
         parts = []
@@ -190,6 +197,9 @@ class RunTools:
 
     def spent(self, usage: TokenUsage) -> None:
         self.state.usage = self.state.usage + usage
+
+    def options(self, tool: str, key: str) -> workflow.ActivityConfig:
+        return own_activity_options(self.profile, tool, key)
 
     async def ask_user(self, question: str) -> str:
         """ask_human: publish the question and wait durably for the answer update."""
