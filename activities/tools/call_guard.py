@@ -151,16 +151,33 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+KILL_SWEEPS = 50
+"""Reads of the call's cgroups after the kill, 10 ms apart: a process forked
+while the list was read is in the next one."""
+
+
 def kill(pid: int, cgroups: list[str]) -> None:
     try:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-    for other in cgroup_pids(cgroups):
+    for procs in cgroups:
+        # cgroup v2's cgroup.kill ends the whole group at once, forks included.
         try:
-            os.kill(other, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
+            with open(os.path.join(os.path.dirname(procs), "cgroup.kill"), "w") as f:
+                f.write("1")
+        except OSError:
             pass
+    for _ in range(KILL_SWEEPS):
+        left = cgroup_pids(cgroups)
+        if not left:
+            return
+        for other in left:
+            try:
+                os.kill(other, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.01)
 
 
 class DiskWatch:
