@@ -14,8 +14,17 @@ MAX_CONFIG_BYTES = 1024 * 1024
 """Far above any real config; a larger file is a mistake (a log, a dump)."""
 
 
+MESSAGE_LIMIT = 500
+"""Characters of a config error's line: a path or value it quotes may be huge."""
+
+
 class ConfigError(Exception):
     """A configuration problem, with a one-line message for the user."""
+
+    def __init__(self, message: str) -> None:
+        if len(message) > MESSAGE_LIMIT:
+            message = message[: MESSAGE_LIMIT - 1] + "…"
+        super().__init__(message)
 
 
 def read_config_text(path: Path, what: str, limit: int = MAX_CONFIG_BYTES) -> str:

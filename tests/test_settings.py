@@ -296,3 +296,11 @@ def test_azure_s_api_version_from_the_environment_only_fills_in(tmp_path):
     assert load_config(tmp_path, azure, env).llm["default"].api_version == "2024-10-21"
     pinned = load_config(tmp_path, azure + 'api_version = "2024-08-01-preview"\n', env)
     assert pinned.llm["default"].api_version == "2024-08-01-preview"
+
+
+def test_a_huge_config_path_is_still_a_short_line():
+    path = "/nonexistent/" + "d" * 100_000 + ".toml"
+    with pytest.raises(ConfigError) as err:
+        load_settings(env={"DURABLE_MANUS_CONFIG": path})
+    message = str(err.value)
+    assert "\n" not in message and len(message) <= 500 and message.startswith("/nonexistent/ddd"), message[:80]
