@@ -39,6 +39,8 @@ INVALID_WORKSPACE_NAME_ERROR = "InvalidWorkspaceName"
 """A run directory name that is not safe; a bug in the caller, never retried."""
 QUESTION_CLOSED_ERROR = "QuestionClosed"
 """An answer to an ask_human question that is no longer open (the update is refused)."""
+APPROVAL_CLOSED_ERROR = "ApprovalClosed"
+"""A decision on a gated call that was closed or is not the one waiting."""
 
 # MCP.
 MCP_NOT_INSTALLED_ERROR = "McpNotInstalled"

@@ -6,6 +6,7 @@ from enum import Enum
 
 from pydantic import BaseModel, Field
 
+from agent_model.approval import ApprovalPolicy
 from agent_model.budget import Budget
 from agent_model.continuation_limits import ContinuationLimits
 from agent_model.plan import Plan, StepStatus
@@ -60,6 +61,9 @@ class PlanningFlowInput(BaseModel):
     """Ceilings for the planner's thinks and all step runs together, and the
     prices of every LLM they use, resolved by the starter; each step's run gets
     what is left. None: no ceiling, no cost."""
+    approval: dict[str, ApprovalPolicy] | None = None
+    """Each executor's approval gates (by agent), resolved by the starter; a
+    step's run gets its executor's. None: no gates."""
 
     @property
     def primary_agent(self) -> str:

@@ -82,6 +82,9 @@ class McpTool(BaseModel):
     """The name the model calls it by (function_name_for)."""
     description: str = ""
     input_schema: dict[str, Any] = Field(default_factory=dict)
+    read_only: bool = False
+    """The server says the tool changes nothing (readOnlyHint). A hint from the
+    server: the approval gates' risky set trusts it, a configured rule need not."""
 
 
 class McpListRequest(BaseModel):

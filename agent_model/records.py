@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from agent_model.approval_desk import ApprovalRecord
 from agent_model.usage import TokenUsage
 
 
@@ -13,6 +14,8 @@ class ToolCallRecord(BaseModel):
     arguments: str
     observation: str = ""
     error: bool = False
+    approval: ApprovalRecord | None = None
+    """Set for a call that waited at an approval gate: the decision, by whom, when."""
 
 
 class StepRecord(BaseModel):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from agent_model.approval import ApprovalPolicy
+from agent_model.approval_desk import ApprovalDecision, PendingApproval
 from agent_model.budget import Budget
 from agent_model.continuation_limits import ContinuationLimits
 from agent_model.human import HumanAnswer, HumanQuestion
@@ -15,7 +17,7 @@ from agent_model.state import AgentState, StopReason
 from agent_model.usage import TokenUsage
 
 __all__ = [  # defined elsewhere, named here for the run's callers
-    "HumanAnswer", "HumanQuestion", "RunState", "StepRecord", "ToolCallRecord",
+    "ApprovalDecision", "HumanAnswer", "HumanQuestion", "RunState", "StepRecord", "ToolCallRecord",
 ]
 
 
@@ -41,6 +43,9 @@ class AgentRunInput(BaseModel):
     continuation: ContinuationLimits | None = None
     """When to continue as new and what to carry, resolved by the starter and
     kept by every continued execution; None (older inputs): the worker's code's."""
+    approval: ApprovalPolicy | None = None
+    """Which calls wait for a person's decision, resolved by the starter from
+    config and --approve (a flow's children get the flow's); None: none do."""
     carried: RunState | None = None
     """Set when an earlier execution of this run continued as new: its whole state."""
     budget: Budget | None = None
@@ -71,6 +76,7 @@ class AgentStatus(BaseModel):
     cost: float | None = None
     """USD spent, at the run's prices; None: no prices."""
     pending_question: HumanQuestion | None = None
+    pending_approval: PendingApproval | None = None
     note: str | None = None
     """Why the run ended, once it has; the only account of a cancelled run,
     which ends without a result."""

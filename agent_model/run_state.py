@@ -18,6 +18,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, Field, JsonValue, PrivateAttr
 
+from agent_model.approval_desk import ApprovalDesk
 from agent_model.human import QuestionDesk
 from agent_model.memory import Memory
 from agent_model.plan import PlanBook
@@ -54,6 +55,8 @@ class RunState(BaseModel):
     """Run ids of the earlier executions, oldest first (the newest few)."""
     desk: QuestionDesk = Field(default_factory=QuestionDesk)
     """The question to the user, if one waits, and why earlier ones closed."""
+    approvals: ApprovalDesk = Field(default_factory=ApprovalDesk)
+    """The gated call waiting for a decision, if one waits, and why earlier ones closed."""
     final_answer: str | None = None
     note: str | None = None
     """Why the run ended, once it has."""

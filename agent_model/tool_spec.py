@@ -20,6 +20,8 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityCancellationType
 
+from agent_model.approval import GateFacts
+from agent_model.approval_desk import ApprovalRecord
 from agent_model.errors import BAD_TOOL_ARGUMENTS_ERROR
 from agent_model.messages import Message
 from agent_model.plan import PlanBook
@@ -160,6 +162,8 @@ class ToolOutcome:
     """Messages for memory after the reply's tool messages (the tool role can
     carry neither images nor notes of the workflow's own): a screenshot, a
     note that the browser session was restored."""
+    approval: ApprovalRecord | None = None
+    """The decision the call waited for at an approval gate, if it did."""
 
 
 class RunEnds(Exception):
@@ -237,6 +241,9 @@ class ToolState(Generic[Slot]):
     """An activity tool: its state after a call."""
     at_run_end: Hook | None = None
     """Work once the run is over, however it ended (the browser closes)."""
+    gate_facts: Callable[[Slot, str], GateFacts] | None = None
+    """What its state tells the approval gates about a call, by function name
+    (the browser's open page, whether an MCP tool is read-only)."""
 
 
 def named_in_profile(spec: ToolSpec, profile: AgentProfile) -> bool:

@@ -56,3 +56,12 @@ TOO_MANY_CALLS_STEP_NOTE = "{dropped} tool call(s) beyond the first {kept} of th
 
 SCREENSHOT_NOTE = "Screenshot of the browser after the action above."
 TOOL_IMAGE_NOTE = "Image produced by the tool above."
+
+APPROVAL_REJECTED_OBSERVATION = "The user rejected this call: {reason}"
+APPROVAL_NO_REASON = "no reason given"
+APPROVAL_TIMEOUT_REASON = "no decision came within {seconds} seconds"
+APPROVAL_TIMEOUT_REJECTED = (
+    "Not run: this call needed the user's approval and no decision came within {seconds} seconds."
+)
+APPROVAL_EDITED_NOTE = "The user changed the arguments of call {call_id} ({tool}) before it ran; it ran with: {arguments}"
+APPROVAL_CANCELLED_OBSERVATION = "Not run: the run was cancelled while the call waited for approval."

@@ -22,6 +22,7 @@ from temporalio import activity, workflow
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
 
 from agent_model.activity_specs import THINK, THINK_CONFIG
+from agent_model.approval import GateFacts
 from agent_model.tool_terms import BadToolTerms
 from agent_model.browser import (
     ACTIONS,
@@ -277,12 +278,18 @@ def build_many(resources: WorkerResources) -> list[Any]:
     return [handlers.act, handlers.close]
 
 
+def page_facts(state: BrowserState, function_name: str) -> GateFacts:
+    """For the approval gates: the page an action applies to."""
+    current = state.current
+    return GateFacts(page_url=current.url if current is not None else None)
+
+
 SPEC = ToolSpec(
     name=NAME,
     schema=SCHEMA,
     summary=summary,
     handler=browse,
-    state=ToolState(model=BrowserState, prompt=page_prompt, at_run_end=close_session),
+    state=ToolState(model=BrowserState, prompt=page_prompt, at_run_end=close_session, gate_facts=page_facts),
     on_own_queue=True,
     own_activities={"act": ACT_CONFIG, "act_on_session": ON_SESSION_WORKER, "close": CLOSE_CONFIG, "extract": THINK_CONFIG},
     build_many=build_many,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio import workflow
 
+from agent_model.approval import GateFacts
 from agent_model.mcp import (
     CALL_TOOL_ACTIVITY,
     LIST_TOOLS_ACTIVITY,
@@ -58,6 +59,12 @@ class McpSlot(BaseModel):
 
 def _answers(slot: McpSlot, function_name: str) -> bool:
     return slot.named(function_name) is not None
+
+
+def _gate_facts(slot: McpSlot, function_name: str) -> GateFacts:
+    """For the approval gates: whether the server marks the tool read-only."""
+    tool = slot.named(function_name)
+    return GateFacts(read_only=tool is not None and tool.read_only)
 
 
 def _definitions(slot: McpSlot) -> list[dict[str, Any]]:
@@ -133,7 +140,8 @@ SPEC = ToolSpec(
     schema=None,
     handler=call_server_tool,
     state=ToolState(
-        model=McpSlot, before_think=_list_when_due, definitions=_definitions, answers=_answers
+        model=McpSlot, before_think=_list_when_due, definitions=_definitions, answers=_answers,
+        gate_facts=_gate_facts,
     ),
     used_by=_used_by,
     own_activities={"list": MCP_LIST_TOOLS, "call": MCP_CALL_TOOL},

@@ -60,7 +60,7 @@ class AgentWorkflow(AgentHandlers):
         self.limits = run.continuation or current_limits()
         """Continue-as-new thresholds: the run's own, or (older inputs) this code's."""
         self.state = run.carried or RunState(context=ContextSync(key=f"{info.workflow_id}/{info.run_id}"))
-        self.tools = RunTools(self.state, self.workspace, self._publish_details)
+        self.tools = RunTools(self.state, self.workspace, self._publish_details, run.approval)
         self.stepper = Stepper(self.state, self.tools, self._publish_details, budget=run.budget)
 
     @workflow.run
@@ -204,6 +204,14 @@ class AgentWorkflow(AgentHandlers):
             )
         if state.desk.pending is not None:
             lines.append(f"**waiting for the user** (question {state.desk.pending.id}): {state.desk.pending.text}")
+        gated = state.approvals.pending
+        if gated is not None:
+            lines.append(
+                f"**waiting for approval** (call {gated.id}, {gated.reason}): `{gated.tool}` "
+                f"{clip(gated.arguments, 300)}  \nsend the update `decide` with "
+                f'{{"call_id": "{gated.id}", "action": "approve"}} (or "reject" with "reason", '
+                f'or "edit" with "arguments")'
+            )
         if note:
             lines.append(f"**note** {note}")
         workflow.set_current_details(clip("  \n".join(lines), DETAILS_LIMIT))

@@ -8,8 +8,9 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from agent_model.approval_desk import ApprovalClosed, ApprovalDecision, PendingApproval
     from agent_model.budget import run_cost
-    from agent_model.errors import QUESTION_CLOSED_ERROR
+    from agent_model.errors import APPROVAL_CLOSED_ERROR, QUESTION_CLOSED_ERROR
     from agent_model.human import HumanAnswer, HumanQuestion, QuestionClosed
     from agent_model.memory import Memory
     from agent_model.messages import Message
@@ -36,6 +37,7 @@ class AgentHandlers:
             usage=state.usage,
             cost=run_cost(self.input.budget, profile.llm, state.usage) if profile else None,
             pending_question=state.desk.pending,
+            pending_approval=state.approvals.pending,
             note=state.note,
         )
 
@@ -61,6 +63,28 @@ class AgentHandlers:
     @workflow.query
     def pending_question(self) -> HumanQuestion | None:
         return self.state.desk.pending
+
+    @workflow.query
+    def pending_approval(self) -> PendingApproval | None:
+        """The gated call waiting for a decision (one at a time, in reply order)."""
+        return self.state.approvals.pending
+
+    @workflow.update
+    async def decide(self, decision: ApprovalDecision) -> str:
+        """Approve, reject (with a reason for the model) or edit (approve with
+        new arguments) the gated call `decision.call_id`; the decision, its
+        sender and the time go into the call's record."""
+        desk = self.state.approvals
+        try:
+            return desk.accept(decision, desk.pending.reason if desk.pending else "", workflow.now())
+        except ApprovalClosed as e:  # the validator, in the same step, refuses these first
+            raise ApplicationError(str(e), type=APPROVAL_CLOSED_ERROR, non_retryable=True) from None
+
+    @decide.validator
+    def _validate_decision(self, decision: ApprovalDecision) -> None:
+        refusal = self.state.approvals.refusal(decision)
+        if refusal is not None:
+            raise ValueError(refusal)
 
     @workflow.update
     async def answer(self, answer: HumanAnswer) -> str:

@@ -186,6 +186,7 @@ class Stepper:
                     outcome = ToolOutcome(f"The run ends ({ended.reason.value}).")
                 after.extend(outcome.after)
             message, call_record = observed(call, outcome.observation, outcome.error, limit, outcome.message)
+            call_record.approval = outcome.approval
             record.tool_calls.append(call_record)
             self._remember_produced(message, outcome.stored_digest)
         for message in after:

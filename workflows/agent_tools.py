@@ -11,6 +11,8 @@ RunTools is also what the tools that run in the workflow see of the run
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -21,10 +23,13 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from agent_model.agent_loop import unknown_tool
+    from agent_model.approval import ApprovalPolicy, GateFacts, TimeoutAction, gate_reason
+    from agent_model.approval_desk import SHOWN_ARGUMENTS_CHARS, ApprovalAction, ApprovalRecord, PendingApproval
     from agent_model.human import HumanQuestion
     from agent_model.messages import Message, ToolCall, user_message
     from agent_model.plan import PlanBook
     from agent_model.profiles import AgentProfile
+    from agent_model.payload import clip
     from agent_model.prompting import fill
     from agent_model.run_state import RunState
     from agent_model.tool_arguments import parse_arguments
@@ -41,8 +46,12 @@ Slot = TypeVar("Slot", bound=BaseModel)
 
 
 class RunTools:
-    def __init__(self, state: RunState, workspace: str, publish: Callable[[], None]) -> None:
+    def __init__(
+        self, state: RunState, workspace: str, publish: Callable[[], None], approval: ApprovalPolicy | None = None
+    ) -> None:
         self.state, self.workspace, self.publish = state, workspace, publish
+        self.approval = approval
+        """The run's approval gates (its input's); None: no call waits."""
         self._call: ToolCallContext | None = None
         self._used: list[ToolSpec] | None = None
 
@@ -127,14 +136,24 @@ class RunTools:
             llm=self.profile.llm,
             observe_limit=limit,
         )
+        decided: ApprovalRecord | None = None
+        gated_by = self._gate(spec, name, arguments)
+        if gated_by is not None:
+            decided, refused = await self._decision(call, index, gated_by)
+            if refused is not None:
+                return ToolOutcome(refused, error=True, approval=decided)
+            if decided.arguments is not None:
+                arguments = parse_arguments(name, decided.arguments)[0] or {}  # checked by the update's validator
         try:
             if spec.handler is not None:
-                return await spec.handler(self, arguments)
-            return await self._run_activity(spec, call, arguments, limit)
+                outcome = await spec.handler(self, arguments)
+            else:
+                outcome = await self._run_activity(spec, call, arguments, limit)
         except (asyncio.CancelledError, ActivityError) as e:
-            return self._tool_failed(name, e)
+            outcome = self._tool_failed(name, e)
         except BadToolTerms as e:
-            return ToolOutcome(f"Error: {name} cannot run: its terms in this run's input are invalid ({e}).", error=True)
+            outcome = ToolOutcome(f"Error: {name} cannot run: its terms in this run's input are invalid ({e}).", error=True)
+        return outcome if decided is None else self._with_decision(outcome, decided, call)
 
     async def _run_activity(self, spec: ToolSpec, call: ToolCall, arguments: dict[str, Any], limit: int) -> ToolOutcome:
         assert spec.activity is not None
@@ -160,6 +179,86 @@ class RunTools:
             stored_digest=result.stored_digest,
             after=after,
         )
+
+    # ---- approval gates ---------------------------------------------------------------
+
+    def _gate(self, spec: ToolSpec, name: str, arguments: dict[str, Any]) -> str | None:
+        """Why the call must wait for a person's decision, or None."""
+        if self.approval is None:
+            return None
+        state = spec.state
+        facts = GateFacts()
+        if state is not None and state.gate_facts is not None:
+            facts = state.gate_facts(self.slot(spec.name, state.model), name)
+        return gate_reason(self.approval, name, arguments, facts, exempt=self.profile.special_tools)
+
+    async def _decision(self, call: ToolCall, index: int, gated_by: str) -> tuple[ApprovalRecord, str | None]:
+        """Wait durably for the `decide` update on this call; the decision (a
+        timeout's default action when nobody decides), and the observation
+        when the call is not to run."""
+        assert self.approval is not None
+        desk, seconds = self.state.approvals, self.approval.timeout_seconds
+        call_id = f"{self.state.step}.{index + 1}"
+        desk.open(
+            PendingApproval(
+                id=call_id,
+                tool=call.function.name,
+                arguments=clip(call.function.arguments, SHOWN_ARGUMENTS_CHARS),
+                reason=gated_by,
+                since=workflow.now(),
+                timeout_seconds=seconds,
+            )
+        )
+        self.publish()
+        shown = f"{seconds:g}"
+        try:
+            await workflow.wait_condition(
+                lambda: desk.decision is not None,
+                timeout=timedelta(seconds=seconds),
+                timeout_summary=f"waiting for approval of call {call_id}",
+            )
+        except asyncio.TimeoutError:
+            # A decision accepted in this same activation was confirmed to its sender: it stands.
+            if desk.close(fill(agent_notes.APPROVAL_TIMEOUT_REASON, seconds=shown)) is None:
+                default = self.approval.on_timeout
+                action = ApprovalAction.APPROVE if default == TimeoutAction.APPROVE else ApprovalAction.REJECT
+                record = ApprovalRecord(
+                    call_id=call_id, gated_by=gated_by, action=action, decided_by="timeout", at=workflow.now(),
+                    reason=fill(agent_notes.APPROVAL_TIMEOUT_REASON, seconds=shown),
+                )
+                refused = None if action == ApprovalAction.APPROVE else fill(
+                    agent_notes.APPROVAL_TIMEOUT_REJECTED, seconds=shown
+                )
+                return record, refused
+        except asyncio.CancelledError:
+            decided = desk.close(agent_notes.CANCELLED_NOTE)
+            if not cancel_requested():
+                raise
+            if decided is None:
+                record = ApprovalRecord(
+                    call_id=call_id, gated_by=gated_by, action=ApprovalAction.REJECT, decided_by="cancellation",
+                    at=workflow.now(), reason=agent_notes.CANCELLED_NOTE,
+                )
+                return record, agent_notes.APPROVAL_CANCELLED_OBSERVATION
+        decided = desk.decision
+        assert decided is not None
+        if decided.action == ApprovalAction.REJECT:
+            reason = decided.reason or agent_notes.APPROVAL_NO_REASON
+            return decided, fill(agent_notes.APPROVAL_REJECTED_OBSERVATION, reason=reason)
+        return decided, None
+
+    def _with_decision(self, outcome: ToolOutcome, decided: ApprovalRecord, call: ToolCall) -> ToolOutcome:
+        """The outcome of a call that ran after its gate: the decision goes in its
+        record, and an edit is told to the model (memory keeps the call it wrote)."""
+        after = outcome.after
+        if decided.arguments is not None:
+            shown = json.dumps(parse_arguments(call.function.name, decided.arguments)[0], ensure_ascii=False)
+            note = fill(
+                agent_notes.APPROVAL_EDITED_NOTE,
+                call_id=decided.call_id, tool=call.function.name, arguments=clip(shown, SHOWN_ARGUMENTS_CHARS),
+            )
+            after = (user_message(note), *after)
+        return dataclasses.replace(outcome, approval=decided, after=after)
 
     def _tool_failed(self, name: str, error: BaseException) -> ToolOutcome:
         """The observation of a tool whose activity failed or was cancelled; a

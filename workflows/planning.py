@@ -164,6 +164,7 @@ class PlanningFlowWorkflow:
                     steps_per_run=self.input.steps_per_run,
                     llm=self.input.agent_llm,
                     budget=remaining(self.input.budget, self.usage, self.cost),
+                    approval=(self.input.approval or {}).get(step.executor),
                 ),
                 id=step.run_id,
                 execution_timeout=max(self._time_left(), timedelta(seconds=1)),

@@ -69,6 +69,7 @@ class _Offer:
             function_name=name,
             description=cut((tool.description or "").strip(), MAX_DESCRIPTION_CHARS),
             input_schema=schema,
+            read_only=bool(tool.annotations is not None and tool.annotations.read_only_hint),
         )
         size = json_size(offered)
         if self.size + size > MAX_LIST_BYTES:
