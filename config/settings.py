@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from config import environment
+from config.approval_settings import ApprovalSettings
 from config.browser_settings import BrowserSettings, parse_browser
 from config.config_file import DEFAULT_CONFIG_PATH, REPO_DIR, ConfigError, read_config_text
 from config.environment import origins_in
@@ -87,6 +88,8 @@ class Settings(BaseModel):
     search: SearchSettings = Field(default_factory=SearchSettings)
     web: WebSettings = Field(default_factory=WebSettings)
     browser: BrowserSettings = Field(default_factory=BrowserSettings)
+    approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
+    """`[approval]`: which tool calls wait for a person's decision (config/approval_settings.py)."""
     server_wait_seconds: float = DEFAULT_SERVER_WAIT
     """How long a starter that follows a run waits for a Temporal server that
     stopped answering before it gives up (exit 3; the run is safe)."""
@@ -185,6 +188,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     search = validated(SearchSettings, source, "[search]", data.get("search", {}), origins_in(origins, "search"))
     web = validated(WebSettings, source, "[web]", data.get("web", {}))
     browser = parse_browser(source, data.get("browser", {}), notes)
+    approval = validated(ApprovalSettings, source, "[approval]", data.get("approval", {}))
     server_wait = environment.read(env, "DURABLE_MANUS_SERVER_WAIT")
     pickup_wait = environment.read(env, "DURABLE_MANUS_PICKUP_WAIT")
     environment.read(env, "DURABLE_MANUS_QUERY_WAIT")  # run control reads it; refused here like the others
@@ -206,6 +210,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         search=search,
         web=web,
         browser=browser,
+        approval=approval,
         server_wait_seconds=DEFAULT_SERVER_WAIT if server_wait is None else server_wait,
         pickup_wait_seconds=DEFAULT_PICKUP_WAIT if pickup_wait is None else pickup_wait,
         runflow_data_analysis=runflow_data_analysis,

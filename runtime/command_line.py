@@ -12,10 +12,12 @@ from __future__ import annotations
 import argparse
 import difflib
 import math
+import re
 import shlex
 from dataclasses import dataclass
 from typing import ClassVar, Sequence
 
+from agent_model.approval import ApprovalMode
 from agent_model.flow import DEFAULT_FLOW_TIMEOUT_SECONDS, FINALIZE_RESERVE_SECONDS
 from agent_model.profiles import BUILTIN_PROFILES, get_profile
 from config.mcp_config import is_http_url
@@ -54,6 +56,8 @@ class Run:
     """The run's token budget (a flow's: its planner and all its steps together)."""
     max_cost: float | None = None
     """The run's cost budget in USD, at the config's prices of its LLMs."""
+    approve: ApprovalMode | None = None
+    """--approve: which calls wait for a decision; None: the config's [approval] mode."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,6 +104,32 @@ class Answer:
     name: ClassVar[str] = "answer"
     run_id: str
     text: str
+    worker: str = "auto"
+    config: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Approve:
+    """Approve the gated call a run waits on (with --edit: with new arguments)."""
+
+    name: ClassVar[str] = "approve"
+    run_id: str
+    call: str | None = None
+    """The call's id (`<step>.<n>`); None: the one waiting."""
+    edit: str | None = None
+    """New arguments, a JSON object."""
+    worker: str = "auto"
+    config: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reject:
+    """Reject the gated call a run waits on; the model gets the reason."""
+
+    name: ClassVar[str] = "reject"
+    run_id: str
+    call: str | None = None
+    reason: str = ""
     worker: str = "auto"
     config: str | None = None
 
@@ -155,9 +185,15 @@ class McpServe:
     config: str | None = None
 
 
-Command = Run | Attach | ListRuns | Show | Result | Answer | Cancel | Rewind | ServeWorker | StartServer | McpServe
+Command = (
+    Run | Attach | ListRuns | Show | Result | Answer | Approve | Reject | Cancel | Rewind | ServeWorker | StartServer
+    | McpServe
+)
 COMMANDS = {
-    c.name: c for c in (Run, Attach, ListRuns, Show, Result, Answer, Cancel, Rewind, ServeWorker, StartServer, McpServe)
+    c.name: c
+    for c in (
+        Run, Attach, ListRuns, Show, Result, Answer, Approve, Reject, Cancel, Rewind, ServeWorker, StartServer, McpServe
+    )
 }
 COMMANDS["mcp"] = Run
 """`mcp` is a run of the mcp agent (parse_command builds it)."""
@@ -175,7 +211,7 @@ is the command; anything else is a run's arguments, so
 is itself a command name goes after `run`: python starter.py run list
 Each command's own options: python starter.py COMMAND --help
 
-list, show, result, answer and cancel never start a Temporal server: with
+list, show, result, answer, approve, reject and cancel never start a Temporal server: with
 none to reach they say so in one line (exit 2). run, attach and rewind start
 the embedded one when TEMPORAL_ADDRESS is unset and nothing answers on
 127.0.0.1:7233; `server` starts it alone.
@@ -212,6 +248,11 @@ def add_new_run_options(parser: argparse.ArgumentParser, flow: bool) -> None:
         "--llm", metavar="NAME", help=f"the config's [llm.NAME] for every think of the run{in_flow}; default: [llm]"
     )
     parser.add_argument("--id", dest="run_id", metavar="ID", help="workflow id for the new run (default: generated)")
+    parser.add_argument(
+        "--approve", choices=[mode.value for mode in ApprovalMode], type=str.lower,
+        help="which tool calls wait for your decision: risky (the built-in set and [approval] rules), all, "
+        "or none; default: [approval] mode, which is none unless set",
+    )
 
 
 def add_budget_options(parser: argparse.ArgumentParser, flow: bool) -> None:
@@ -297,6 +338,17 @@ def build_parser() -> Parser:
     answer.add_argument("text", metavar="TEXT")
     add_worker_mode(answer)
     add_config(answer)
+    approve = commands.add_parser("approve", help="approve the tool call a run (or a flow's step) waits to run")
+    approve.add_argument("run_id", metavar="ID")
+    approve.add_argument("call", metavar="CALL", nargs="?", help="the call's id, e.g. 3.1 (default: the one waiting)")
+    approve.add_argument("--edit", metavar="JSON", help="run the call with these arguments instead (a JSON object)")
+    add_worker_mode(approve)
+    add_config(approve)
+    reject = commands.add_parser("reject", help="reject the tool call a run waits to run; the model gets the reason")
+    reject.add_argument("run_id", metavar="ID")
+    reject.add_argument("words", metavar="[CALL] REASON", nargs="*", help="the call's id (default: the one waiting), then why")
+    add_worker_mode(reject)
+    add_config(reject)
     cancel = commands.add_parser("cancel", help="cancel a run (a flow cancels its running step too)")
     cancel.add_argument("run_id", metavar="ID")
     add_worker_mode(cancel)
@@ -376,9 +428,13 @@ def parse_command(argv: Sequence[str]) -> Command:
         command = ServeWorker(argv=tuple(argv[1:]))
     elif args.command == "mcp":
         command = mcp_run(args)
+    elif args.command == "reject":
+        command = reject_command(args)
     else:
         command = COMMANDS[args.command](**{k: v for k, v in vars(args).items() if k != "command"})
-    if isinstance(command, (Attach, Show, Result, Answer, Cancel, Rewind)) and not command.run_id.strip():
+    if isinstance(command, (Approve, Reject)) and command.call is not None and not CALL_ID.fullmatch(command.call):
+        raise UsageError(f"{command.call!r} is not a call id (<step>.<n>, e.g. 3.1; `show` lists the waiting one)")
+    if isinstance(command, (Attach, Show, Result, Answer, Approve, Reject, Cancel, Rewind)) and not command.run_id.strip():
         raise UsageError("the run id is empty")
     if isinstance(command, McpServe) and command.show_token and command.http is None:
         raise UsageError("--show-token goes with --http (over stdio no token is needed)")
@@ -400,6 +456,8 @@ def not_utf8(args: argparse.Namespace) -> str | None:
     names = {
         "task": "the task",
         "text": "the answer",
+        "words": "the reason",
+        "edit": "--edit",
         "run_id": "--id" if new_run else "the run id",
         "server_command": "--command",
     }
@@ -443,7 +501,25 @@ def new_run(args: argparse.Namespace, named: bool) -> Run:
         task=args.task, agent=args.agent, flow=args.flow, agents=agents, max_steps=args.max_steps,
         steps_per_run=args.steps_per_run, timeout=args.timeout, run_id=args.run_id, detach=args.detach,
         worker=args.worker, config=args.config, llm=args.llm, max_tokens=args.max_tokens, max_cost=args.max_cost,
+        approve=approve_mode(args),
     )
+
+
+CALL_ID = re.compile(r"\d{1,9}\.\d{1,3}")
+"""A gated call's id: its step and its place in the reply."""
+
+
+def reject_command(args: argparse.Namespace) -> Reject:
+    """reject ID [CALL] REASON: a first word shaped like a call id is the call."""
+    words = list(args.words)
+    call = words.pop(0) if len(words) > 1 or words and CALL_ID.fullmatch(words[0]) else None
+    if len(words) > 1:
+        raise UsageError('give the reason as one argument, in quotes: python starter.py reject ID [CALL] "why"')
+    return Reject(run_id=args.run_id, call=call, reason=words[0] if words else "", worker=args.worker, config=args.config)
+
+
+def approve_mode(args: argparse.Namespace) -> ApprovalMode | None:
+    return ApprovalMode(args.approve) if args.approve else None
 
 
 def mcp_run(args: argparse.Namespace) -> Run:
@@ -467,6 +543,7 @@ def mcp_run(args: argparse.Namespace) -> Run:
         task=args.task, agent="mcp", agents=("mcp",), max_steps=args.max_steps, run_id=args.run_id,
         config=args.config, llm=args.llm, mcp_servers=servers if servers or ad_hoc else None,
         mcp_command=command, mcp_url=args.url, max_tokens=args.max_tokens, max_cost=args.max_cost,
+        approve=approve_mode(args),
         # A server given on the command line exists only in this process's worker.
         worker="always" if ad_hoc else "auto",
     )

@@ -16,9 +16,11 @@ from agent_model.flow import PlanningFlowResult
 from agent_model.run import AgentRunResult
 from config.settings import Settings, load_settings
 from runtime.ad_hoc_mcp import with_ad_hoc_server
-from runtime import run_control
+from runtime import approvals, run_control
+from agent_model.approval_desk import ApprovalAction
 from runtime.command_line import (
-    FOLLOWS_A_RUN, Answer, Attach, Cancel, Command, ListRuns, McpServe, Result, Rewind, Run, ServeWorker, Show,
+    FOLLOWS_A_RUN, Answer, Approve, Attach, Cancel, Command, ListRuns, McpServe, Reject, Result, Rewind, Run,
+    ServeWorker, Show,
     StartServer,
 )
 from runtime.connection import connect_config, is_unreachable
@@ -70,12 +72,14 @@ async def run_handle(
                 client, settings, command.task, agents=command.agents, timeout=command.timeout,
                 max_steps=command.max_steps, steps_per_run=command.steps_per_run, run_id=command.run_id, llm=command.llm,
                 max_tokens=command.max_tokens, max_cost=command.max_cost,
+                approve=command.approve,
             )
             return flow, True
         return await start_agent_run(
             client, settings, command.task, agent=command.agent, mcp_servers=command.mcp_servers,
             max_steps=command.max_steps, steps_per_run=command.steps_per_run, run_id=command.run_id, llm=command.llm,
             max_tokens=command.max_tokens, max_cost=command.max_cost,
+            approve=command.approve,
         ), False
     if isinstance(command, Rewind):
         await run_control.rewind(client, command.run_id, command.to_step, out)
@@ -129,12 +133,18 @@ async def execute(command: Command, following: Following | None = None, out: Tex
         worker = InProcessWorker(client, settings, stack)
         if not detach:
             await worker.prepare(command.worker)
-        if isinstance(command, (Answer, Show, Cancel)):
+        if isinstance(command, (Answer, Approve, Reject, Show, Cancel)):
             await worker.start_unless_answered(command.run_id)
             if isinstance(command, Answer):
                 await run_control.answer(client, command.run_id, command.text, out)
+            elif isinstance(command, Approve):
+                action = ApprovalAction.APPROVE if command.edit is None else ApprovalAction.EDIT
+                await approvals.decide(client, command.run_id, command.call, action, "", command.edit, out)
+            elif isinstance(command, Reject):
+                await approvals.decide(client, command.run_id, command.call, ApprovalAction.REJECT, command.reason, None, out)
             elif isinstance(command, Show):
                 await run_control.show(client, command.run_id, out)
+                await approvals.show_pending(client, command.run_id, out)
             else:
                 await run_control.cancel(client, command.run_id, out)
             return 0
@@ -143,6 +153,8 @@ async def execute(command: Command, following: Following | None = None, out: Tex
         if following is not None:
             following.run_id = handle.id
         print(f"run {handle.id}\nWeb UI: {web_ui_url(handle.id, client.namespace)}", file=out, flush=True)
+        if isinstance(command, Run):  # the gates a user gets without asking, said before the first call
+            print(settings.approval.policy_for(command.agents[0], command.approve).summary(), file=out, flush=True)
         if detach:
             await report_worker_for_detached(client, settings, handle, out)
             return 0

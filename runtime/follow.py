@@ -19,6 +19,7 @@ from agent_model.budget import spent_text
 from agent_model.flow import PlanningFlowResult
 from agent_model.plan import Plan, StepStatus
 from agent_model.run import AgentRunResult, AgentStatus, HumanAnswer, HumanQuestion, StepRecord
+from runtime.approval_prompt import ask_approval
 from runtime.cli import mute_temporal_logs
 from runtime.connection import is_unreachable
 from runtime.run_control import ended_line
@@ -113,6 +114,8 @@ class AgentProgress:
         self.last_step = 0
         self.max_steps = 0
         self.announced: str | None = None
+        self.announced_call: str | None = None
+        """The gated call last asked about."""
         self.answering: asyncio.Task | None = None
         self.live = out.isatty()
         """On a terminal, a progress line is redrawn in place under the step lines."""
@@ -158,6 +161,16 @@ class AgentProgress:
         if new:
             self.printed = new[-1].step
         self._progress(status)
+        gated = status.pending_approval
+        if gated is not None and gated.id != self.announced_call:
+            self.announced_call = gated.id
+            if self.interactive:
+                self.answering = asyncio.ensure_future(ask_approval(self.handle, gated, self.out, read_line))
+            else:
+                self._print(
+                    f"? call {gated.id} of {self.handle.id} waits for approval ({gated.reason}): "
+                    f"{gated.tool}({gated.arguments[:200]}); python starter.py approve|reject {self.handle.id} {gated.id}"
+                )
         question = status.pending_question
         if question is not None and question.id != self.announced:
             self.announced = question.id

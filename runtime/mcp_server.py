@@ -54,6 +54,8 @@ from runtime.run_start import (
 from runtime.server_choice import connect_for
 from runtime.user_errors import USER_ERRORS, RunControlError, RunEnded, UsageError
 from workflows import search_attributes
+from agent_model.approval_desk import REASON_CHARS, ApprovalAction, PendingApproval
+from runtime.approvals import deliver_decision, who_decides
 from workflows.agent import AgentWorkflow
 
 log = logging.getLogger(__name__)
@@ -94,7 +96,8 @@ INSTRUCTIONS = """\
 Durable agent runs on Temporal. start_run (one agent) or start_flow (a plan
 carried out step by step) returns a run id at once; the run goes on without
 this conversation. Follow it with run_status and run_steps, answer with
-answer_question when run_status shows a pending question, wait for the end
+answer_question when run_status shows a pending question, decide a gated
+tool call with decide_call when it shows a pending approval, wait for the end
 with run_result (wait_seconds), stop it with cancel_run. list_runs shows the
 recent runs. A worker process must be running for runs to make progress:
 start_run says whether one is."""
@@ -187,6 +190,12 @@ def task_of(value: str) -> str:
 
 def question_of(question: HumanQuestion | None, run_id: str) -> dict[str, str] | None:
     return None if question is None else {"id": question.id, "text": question.text, "run_id": run_id}
+
+
+def approval_of(waiting: PendingApproval | None, run_id: str) -> dict[str, str] | None:
+    if waiting is None:
+        return None
+    return {"id": waiting.id, "tool": waiting.tool, "arguments": waiting.arguments, "reason": waiting.reason, "run_id": run_id}
 
 
 def agent_result_fields(result: AgentRunResult) -> dict[str, Any]:
@@ -283,6 +292,7 @@ async def running_agent_status(
         "tokens": status.usage.total_tokens,
         "cost_usd": status.cost,
         "pending_question": question_of(status.pending_question, run_id),
+        "pending_approval": approval_of(status.pending_approval, run_id),
         "note": status.note,
     }
 
@@ -441,6 +451,33 @@ class RunTools:
         answered, question = await run_control.deliver_answer(client, run_id, text)
         return {"accepted": True, "run_id": answered, "question_id": question.id, "question": question.text}
 
+    async def decide_call(
+        self,
+        run_id: RunId,
+        action: Annotated[
+            Literal["approve", "reject", "edit"],
+            Field(description="approve, reject (the agent is told the reason) or edit (approve with new arguments)"),
+        ],
+        call_id: Annotated[
+            str | None, Field(max_length=20, description="the call's id (pending_approval.id); default: the one waiting")
+        ] = None,
+        reason: Annotated[str, Field(max_length=REASON_CHARS, description="reject: why")] = "",
+        arguments: Annotated[
+            str | None, Field(max_length=TEXT_LIMIT, description="edit: the arguments to run the call with, a JSON object")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Decide the tool call a run waits to run (run_status shows it as
+        pending_approval, with its arguments and why it is gated). For a flow,
+        the call of its running step."""
+        run_id = run_id_of(run_id)
+        client = await self.runs.client()
+        decided, waiting = await deliver_decision(
+            client, run_id, call_id, ApprovalAction(action), reason=sendable(reason, "the reason"),
+            arguments=None if arguments is None else sendable(arguments, "the arguments"),
+            decided_by=who_decides("mcp"),
+        )
+        return {"accepted": True, "run_id": decided, "call_id": call_id or waiting.id, "action": action}
+
     async def cancel_run(self, run_id: RunId) -> dict[str, Any]:
         """Cancel a run (a flow cancels its running step too). The run ends
         as cancelled; what it did so far stays readable."""
@@ -544,6 +581,7 @@ def build_server(runs: Runs) -> RunServer:
         (tools.run_status, "A run's status", READING),
         (tools.run_steps, "A run's steps", READING),
         (tools.answer_question, "Answer a run's question", ANSWERING),
+        (tools.decide_call, "Approve, reject or edit a run's gated tool call", ANSWERING),
         (tools.cancel_run, "Cancel a run", CANCELLING),
         (tools.run_result, "A run's result", READING),
         (tools.list_runs, "Recent runs", READING),

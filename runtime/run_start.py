@@ -12,6 +12,7 @@ from typing import TextIO
 
 from temporalio.client import Client, WorkflowHandle
 
+from agent_model.approval import ApprovalMode, ApprovalPolicy
 from agent_model.budget import Budget
 from agent_model.continuation import current_limits
 from agent_model.flow import PlanningFlowInput
@@ -108,14 +109,16 @@ def agent_run_input(
     llm: str | None = None,
     mcp_servers: tuple[str, ...] | None = None,
     budget: Budget | None = None,
+    approval: ApprovalPolicy | None = None,
 ) -> AgentRunInput:
     """A new run's input, holding everything that decides its commands: the
-    profile resolved now (overrides applied), its budget and prices, and this
-    code's continue-as-new thresholds; later workers' code and config change
-    none of them (raises UnknownAgent)."""
+    profile resolved now (overrides applied), its budget and prices, its
+    approval gates, and this code's continue-as-new thresholds; later
+    workers' code and config change none of them (raises UnknownAgent)."""
     run = AgentRunInput(
         task=task, agent=agent, max_steps=max_steps, steps_per_run=steps_per_run, llm=llm,
         mcp_servers=list(mcp_servers) if mcp_servers is not None else None, budget=budget,
+        approval=approval,
     )
     return run.model_copy(update={"profile": with_tool_terms(resolved_profile(run)), "continuation": current_limits()})
 
@@ -129,6 +132,7 @@ def planning_flow_input(
     steps_per_run: int | None = None,
     llm: str | None = None,
     budget: Budget | None = None,
+    approval: dict[str, ApprovalPolicy] | None = None,
 ) -> PlanningFlowInput:
     """A new flow's input, with its agents' profiles, its budget and the
     thresholds resolved now, for its planner and every step's run (raises
@@ -145,6 +149,7 @@ def planning_flow_input(
     executors = dict.fromkeys([*flow.agents, flow.primary_agent])
     flow.profiles = {agent: with_tool_terms(get_profile(agent)) for agent in executors}
     flow.continuation = current_limits()
+    flow.approval = approval
     return flow
 
 
@@ -161,6 +166,7 @@ async def start_agent_run(
     mcp_servers: tuple[str, ...] | None = None,
     max_tokens: int | None = None,
     max_cost: float | None = None,
+    approve: ApprovalMode | None = None,
 ) -> WorkflowHandle:
     budget = run_budget(settings, run_llms(agent, llm), max_tokens, max_cost)
     registered = await run_control.search_attributes_registered(client)
@@ -169,6 +175,7 @@ async def start_agent_run(
         agent_run_input(
             task, agent=agent, max_steps=max_steps, steps_per_run=steps_per_run, llm=llm, mcp_servers=mcp_servers,
             budget=budget,
+            approval=settings.approval.policy_for(agent, approve),
         ),
         id=run_id or f"{agent}-{uuid.uuid4().hex[:12]}",
         task_queue=settings.task_queue,
@@ -195,16 +202,19 @@ async def start_planning_flow(
     llm: str | None = None,
     max_tokens: int | None = None,
     max_cost: float | None = None,
+    approve: ApprovalMode | None = None,
 ) -> WorkflowHandle:
     if settings.runflow_data_analysis and "data_analysis" not in agents:
         agents = (*agents, "data_analysis")  # OpenManus's [runflow] use_data_analysis_agent
     budget = run_budget(settings, flow_llms(agents, llm), max_tokens, max_cost)
     registered = await run_control.search_attributes_registered(client)
+    approval = {agent: settings.approval.policy_for(agent, approve) for agent in agents}
     return await client.start_workflow(
         PlanningFlowWorkflow.run,
         planning_flow_input(
             task, agents=agents, timeout=timeout, max_steps=max_steps, steps_per_run=steps_per_run, llm=llm,
             budget=budget,
+            approval=approval,
         ),
         id=run_id or f"flow-{uuid.uuid4().hex[:12]}",
         task_queue=settings.task_queue,
