@@ -75,7 +75,10 @@ from temporalio.service import RPCError  # noqa: E402
 from temporalio.testing import WorkflowEnvironment  # noqa: E402
 from temporalio.worker import Replayer  # noqa: E402
 
+from agent_model.approval import ApprovalMode, ApprovalPolicy  # noqa: E402
+from agent_model.approval_desk import ApprovalAction, ApprovalDecision  # noqa: E402
 from agent_model.flow import PlanningFlowInput  # noqa: E402
+from agent_model.profiles import AgentProfile  # noqa: E402
 from agent_model.run import AgentRunInput, AgentRunResult, AgentStatus, HumanAnswer, HumanQuestion  # noqa: E402
 from agent_model.state import AgentState, StopReason  # noqa: E402
 from config.settings import LLMSettings, Settings  # noqa: E402
@@ -438,6 +441,66 @@ async def record_budget_run(
     return await handle.fetch_history()
 
 
+APPROVAL_TIMEOUT_SECONDS = 8
+"""The recorded run's gates wait this long: the last call is left undecided."""
+
+
+async def pending_approval_of(handle: WorkflowHandle, call_id: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            waiting = await handle.query(AgentWorkflow.pending_approval)
+        except RPCError:
+            waiting = None
+        if waiting is not None and waiting.id == call_id:
+            return
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"call {call_id} of run {handle.id} did not wait for approval within {timeout} s")
+
+
+async def record_approval_run(client: Client, fake: FakeOpenAI, scratch: Path, workflow_id: str) -> WorkflowHistory:
+    """Two gated calls in one reply, rejected and edited; then one approved;
+    then one nobody decides (rejected by the policy's default)."""
+    risky = "import subprocess\nprint({})"
+    fake.turns = [
+        Reply(tool_calls=[call("python_execute", {"code": risky.format(1)}), call("python_execute", {"code": risky.format(2)})]),
+        Reply(tool_calls=[call("python_execute", {"code": risky.format(3)})]),
+        Reply(tool_calls=[call("python_execute", {"code": risky.format(4)})]),
+        Reply(tool_calls=[call("terminate", {"status": "success", "answer": "decided"})]),
+    ]
+    profile = AgentProfile(name="gated", tools=["python_execute", "terminate"], max_steps=6, max_observe=2000)
+    policy = ApprovalPolicy(mode=ApprovalMode.RISKY, timeout_seconds=APPROVAL_TIMEOUT_SECONDS)
+    settings = recording_settings(fake, scratch / "workspace")
+    async with build_worker(client, settings, identity=IDENTITY):
+        handle = await client.start_workflow(
+            AgentWorkflow.run,
+            AgentRunInput(task="Run the four snippets.", profile=profile, approval=policy),
+            id=workflow_id,
+            task_queue=settings.task_queue,
+            result_type=AgentRunResult,
+        )
+        decisions = [
+            ApprovalDecision(call_id="1.1", action=ApprovalAction.REJECT, reason="not this one", decided_by="recorder"),
+            ApprovalDecision(
+                call_id="1.2", action=ApprovalAction.EDIT, arguments=json.dumps({"code": "print('edited')"}),
+                decided_by="recorder",
+            ),
+            ApprovalDecision(call_id="2.1", action=ApprovalAction.APPROVE, decided_by="recorder"),
+        ]
+        for decision in decisions:
+            await pending_approval_of(handle, decision.call_id, 60)
+            await handle.execute_update(AgentWorkflow.decide, decision)
+        result = await asyncio.wait_for(handle.result(), 60)
+    calls = [c for record in result.steps for c in record.tool_calls]
+    assert [c.approval.action.value if c.approval else None for c in calls] == [
+        "reject", "edit", "approve", "reject", None
+    ], calls
+    assert calls[0].observation == "The user rejected this call: not this one", calls[0]
+    assert calls[1].observation.strip() == "edited" and calls[2].observation.strip() == "3", calls
+    assert calls[3].approval.decided_by == "timeout" and result.final_answer == "decided", calls[3]
+    return await handle.fetch_history()
+
+
 SCENARIOS = {
     "answered": (HISTORY_PATH.name, HISTORY_WORKFLOW_ID),
     "cancelled": ("agent_run_cancelled.json", "agent-run-cancelled"),
@@ -448,6 +511,7 @@ SCENARIOS = {
     "mcp": ("agent_run_mcp.json", "agent-run-mcp"),
     "flow-replanned": ("flow_replanned.json", "flow-replanned"),
     "budget-reached": ("agent_run_budget_reached.json", "agent-run-budget-reached"),
+    "approval-decided": ("agent_run_approval.json", "agent-run-approval"),
     **{
         profile_scenario(agent): (f"agent_run_profile_{agent}.json", f"agent-run-profile-{agent.replace('_', '-')}")
         for agent in PROFILE_CALLS
@@ -486,6 +550,7 @@ async def record(scenario: str, client: Client, fake: FakeOpenAI, scratch: Path)
         "mcp": record_mcp_run,
         "flow-replanned": record_replanned_flow,
         "budget-reached": record_budget_run,
+        "approval-decided": record_approval_run,
     }[scenario]
     return await recorder(client, fake, scratch, workflow_id)
 

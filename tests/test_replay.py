@@ -190,6 +190,10 @@ def history_file(name: str) -> dict:
             ["prepare_workspace", "mcp_list_tools", "think", "mcp_call_tool", "think"], "COMPLETED",
         ),
         (
+            "agent_run_approval.json", "agent-run-approval",
+            ["prepare_workspace", "think", "python_execute", "think", "python_execute", "think", "think"], "COMPLETED",
+        ),
+        (
             "agent_run_browser.json", "agent-run-browser",
             ["prepare_workspace", "think", "browser_act", "think", "browser_act", "think", "think", "browser_close"],
             "COMPLETED",
@@ -215,6 +219,16 @@ async def test_each_scenario_history_is_what_it_claims_and_replays(name, workflo
     elif "browser" in name:  # the page's later actions went to the worker that opened it
         queues = [a["taskQueue"]["name"] for a in scheduled_activities(data) if a["activityType"]["name"].startswith("browser_")]
         assert "/browser/" not in queues[0] and all("/browser/" in q for q in queues[1:])
+    elif "approval" in name:  # three decisions (the audit trail) and one wait that timed out
+        decisions = [
+            json.loads(base64.b64decode(e["workflowExecutionUpdateAcceptedEventAttributes"]["acceptedRequest"]["input"]["args"]["payloads"][0]["data"]))
+            for e in data["events"]
+            if "workflowExecutionUpdateAcceptedEventAttributes" in e
+        ]
+        assert [(d["call_id"], d["action"], d["decided_by"]) for d in decisions] == [
+            ("1.1", "reject", "recorder"), ("1.2", "edit", "recorder"), ("2.1", "approve", "recorder")
+        ]
+        assert event_types(data).count("EVENT_TYPE_TIMER_FIRED") == 1
     elif "continued" in name:  # begins from the state the first execution carried
         assert "continuedExecutionRunId" in data["events"][0]["workflowExecutionStartedEventAttributes"]
     result = await replayer().replay_workflow(as_history(data, workflow_id))
