@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.service import RPCError
 
 from agent_model.approval import ApprovalMode, ApprovalPolicy, TimeoutAction
 from agent_model.approval_desk import ApprovalAction, ApprovalDecision, PendingApproval
@@ -43,7 +44,10 @@ async def start(env, settings, policy: ApprovalPolicy | None = RISKY) -> Workflo
 async def pending(handle: WorkflowHandle, call_id: str | None = None) -> PendingApproval:
     """The gated call that waits (the one with `call_id`, when given)."""
     for _ in range(600):
-        waiting = await handle.query(AgentWorkflow.pending_approval)
+        try:
+            waiting = await handle.query(AgentWorkflow.pending_approval)
+        except RPCError:  # not started yet (a flow's step)
+            waiting = None
         if waiting is not None and (call_id is None or waiting.id == call_id):
             return waiting
         await asyncio.sleep(0.05)
@@ -196,3 +200,31 @@ async def test_unknown_ids_and_decisions_without_a_waiting_call_are_refused(
     assert "edit only" in await refusal(handle, decide("1.1", ApprovalAction.APPROVE, arguments="{}"))
     await handle.execute_update(AgentWorkflow.decide, decide("1.1", ApprovalAction.APPROVE))
     await handle.result()
+
+
+async def test_a_flow_step_gets_its_executor_policy_and_is_decided_through_the_flow(
+    time_skipping_env, worker, settings, fake_llm
+):
+    from agent_model.flow import PlanningFlowInput
+    from runtime.approvals import deliver_decision
+    from tests.test_planning_flow import FlowScript, plan_reply
+    from workflows.planning import PlanningFlowWorkflow
+
+    script = FlowScript(plan_reply("[manus] Do it"), {1: [python(RISKY_CODE), terminate("step done")]})
+    fake_llm.responder = script
+    flow = await time_skipping_env.client.start_workflow(
+        PlanningFlowWorkflow.run,
+        PlanningFlowInput(task="t", agents=["manus"], approval={"manus": RISKY}),
+        id=f"gated-flow-{uuid.uuid4().hex[:8]}",
+        task_queue=settings.task_queue,
+    )
+    step = time_skipping_env.client.get_workflow_handle(f"{flow.id}/step-1")
+    await pending(step, "1.1")
+    decided, waiting = await deliver_decision(
+        time_skipping_env.client, flow.id, None, ApprovalAction.REJECT, reason="not in a flow", decided_by="tester"
+    )
+    assert (decided, waiting.id) == (step.id, "1.1")
+    await flow.result()
+    second_think = script.by_role["step-1"][1]
+    replies = [m["content"] for m in second_think["messages"] if m["role"] == "tool"]
+    assert replies == ["The user rejected this call: not in a flow"]

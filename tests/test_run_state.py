@@ -20,6 +20,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
+from agent_model.approval_desk import ApprovalDesk
 from agent_model.continuation import carried_state, continued_input, current_limits
 from agent_model.human import HumanAnswer, HumanQuestion, QuestionDesk
 from agent_model.memory import Memory
@@ -57,6 +58,7 @@ def a_state_with_every_field_set() -> RunState:
         records=[StepRecord(step=7, thought="thinking")],
         earlier_runs=["run-0"],
         desk=QuestionDesk(closed={"2.1": "it was answered"}, answer="yes"),
+        approvals=ApprovalDesk(closed={"1.1": "it was decided (approve)"}),
         final_answer="not yet",
         note="a note",
         tool_state={"bash": {"cwd": "/w/run/sub"}, "browser_use": {"tabs": [{"url": "http://x/"}]}},
