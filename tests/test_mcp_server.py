@@ -42,7 +42,8 @@ from tests.test_planning_flow import FlowScript, plan_reply
 pytestmark = pytest.mark.e2e
 
 TOOLS = {
-    "start_run", "start_flow", "run_status", "run_steps", "answer_question", "cancel_run", "run_result", "list_runs",
+    "start_run", "start_flow", "run_status", "run_steps", "answer_question", "decide_call", "cancel_run", "run_result",
+    "list_runs",
 }
 
 
