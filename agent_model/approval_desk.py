@@ -21,10 +21,9 @@ from enum import Enum
 
 from pydantic import BaseModel, Field
 
+from agent_model.desk import not_the_waiting_one, remember_closed
 from agent_model.tool_arguments import read_arguments
 
-CLOSED_KEPT = 100
-"""Closed calls remembered, newest first (refusals say why a late decision is late)."""
 DECIDED_BY_CHARS = 200
 """Characters of who decided, as the sender names itself."""
 REASON_CHARS = 2_000
@@ -102,14 +101,10 @@ class ApprovalDesk(BaseModel):
 
     def refusal(self, decision: ApprovalDecision) -> str | None:
         """Why `decision` cannot be taken now, or None if it can."""
-        waiting = self.pending
-        if waiting is None or decision.call_id != waiting.id:
-            why = self.closed.get(decision.call_id)
-            if why is not None:
-                return f"call {decision.call_id} is closed: {why}"
-            if waiting is None:
-                return "no call is waiting for approval"
-            return f"call {decision.call_id} is not the one waiting (call {waiting.id})"
+        waiting = self.pending.id if self.pending else None
+        refusal = not_the_waiting_one("call", decision.call_id, waiting, self.closed, "no call is waiting for approval")
+        if refusal is not None:
+            return refusal
         if len(decision.decided_by) > DECIDED_BY_CHARS * 4 or len(decision.reason) > REASON_CHARS * 4:
             return "the decision's text is too long"
         if decision.action == ApprovalAction.EDIT:
@@ -149,7 +144,5 @@ class ApprovalDesk(BaseModel):
 
     def _close(self, why: str) -> None:
         assert self.pending is not None
-        self.closed[self.pending.id] = why
-        for oldest in list(self.closed)[: max(0, len(self.closed) - CLOSED_KEPT)]:
-            del self.closed[oldest]
+        remember_closed(self.closed, self.pending.id, why)
         self.pending = None

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from agent_model.desk import not_the_waiting_one, remember_closed
+
 
 class HumanQuestion(BaseModel):
     id: str
@@ -20,11 +22,6 @@ class HumanQuestion(BaseModel):
 class HumanAnswer(BaseModel):
     question_id: str
     text: str
-
-
-CLOSED_KEPT = 100
-"""Closed questions remembered, newest first: a late answer to an older one is
-refused as "not the one waiting", and the carried state stays bounded."""
 
 
 class QuestionClosed(Exception):
@@ -47,14 +44,12 @@ class QuestionDesk(BaseModel):
 
     def refusal(self, answer: HumanAnswer) -> str | None:
         """Why `answer` cannot be taken now, or None if it can."""
-        waiting = self.pending
-        if waiting is None or answer.question_id != waiting.id:
-            why = self.closed.get(answer.question_id)
-            if why is not None:
-                return f"question {answer.question_id} is closed: {why}"
-            if waiting is None:
-                return "no question is waiting for an answer"
-            return f"question {answer.question_id} is not the one waiting (question {waiting.id})"
+        waiting = self.pending.id if self.pending else None
+        refusal = not_the_waiting_one(
+            "question", answer.question_id, waiting, self.closed, "no question is waiting for an answer"
+        )
+        if refusal is not None:
+            return refusal
         if not answer.text.strip():
             return "the answer is empty"
         return None
@@ -78,7 +73,5 @@ class QuestionDesk(BaseModel):
 
     def _close(self, why: str) -> None:
         assert self.pending is not None
-        self.closed[self.pending.id] = why
-        for oldest in list(self.closed)[: max(0, len(self.closed) - CLOSED_KEPT)]:
-            del self.closed[oldest]
+        remember_closed(self.closed, self.pending.id, why)
         self.pending = None

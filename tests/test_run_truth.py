@@ -158,7 +158,8 @@ async def test_answer_and_timeout_in_one_activation_have_one_outcome(dev_env, fa
 
 
 def test_the_desk_remembers_only_the_newest_closed_questions():
-    from agent_model.human import CLOSED_KEPT, HumanAnswer, HumanQuestion, QuestionDesk
+    from agent_model.desk import CLOSED_KEPT
+    from agent_model.human import HumanAnswer, HumanQuestion, QuestionDesk
 
     desk = QuestionDesk()
     for n in range(CLOSED_KEPT + 5):
