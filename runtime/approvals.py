@@ -10,8 +10,7 @@ from typing import TextIO
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 
 from agent_model.approval_desk import ApprovalAction, ApprovalDecision, PendingApproval
-from agent_model.plan import Plan
-from runtime.run_control import describe, is_flow, is_running, query, status_name, working_step
+from runtime.run_control import query, working_run
 from runtime.terminal_text import inert
 from runtime.user_errors import RunControlError
 from workflows.agent import AgentWorkflow
@@ -35,15 +34,7 @@ def pending_line(run_id: str, waiting: PendingApproval) -> str:
 
 async def approval_target(client: Client, run_id: str, out: TextIO | None = None) -> tuple[WorkflowHandle, PendingApproval | None]:
     """The agent run (a flow's working step, for a flow) and its gated call, if one waits."""
-    description = await describe(client, run_id)
-    if not is_running(description):
-        raise RunControlError(f"run {run_id} has ended ({status_name(description)}); nothing to decide")
-    if is_flow(description):
-        plan: Plan = await query(client.get_workflow_handle(run_id), "plan", result_type=Plan, out=out)
-        working = working_step(plan)
-        if working is None:
-            raise RunControlError(f"flow {run_id} has no step running, so no call waits for approval")
-        run_id = working
+    run_id = await working_run(client, run_id, "call", out)
     handle = client.get_workflow_handle_for(AgentWorkflow.run, run_id)
     return handle, await query(handle, AgentWorkflow.pending_approval, out=out)
 

@@ -213,18 +213,25 @@ def working_step(plan: Plan) -> str | None:
     return next((s.run_id for s in plan.steps if s.status == StepStatus.IN_PROGRESS and s.run_id), None)
 
 
-async def question_target(client: Client, run_id: str, out: TextIO | None = None) -> tuple[WorkflowHandle, HumanQuestion]:
-    """The run (the flow's working child, for a flow) and its waiting question."""
+async def working_run(client: Client, run_id: str, what: str, out: TextIO | None = None) -> str:
+    """The agent run that can take `what` ("a question", "a call"): the run
+    itself, or a flow's working step; an ended run or an idle flow is a
+    RunControlError."""
     description = await describe(client, run_id)
     if not is_running(description):
-        raise RunControlError(f"run {run_id} has ended ({status_name(description)}); nothing to answer")
-    if is_flow(description):
-        plan: Plan = await query(client.get_workflow_handle(run_id), "plan", result_type=Plan, out=out)
-        working = working_step(plan)
-        if working is None:
-            raise RunControlError(f"flow {run_id} has no step running, so no question is waiting")
-        run_id = working
-    return await waiting_question(client, run_id, out)
+        raise RunControlError(f"run {run_id} has ended ({status_name(description)}); no {what} waits")
+    if not is_flow(description):
+        return run_id
+    plan: Plan = await query(client.get_workflow_handle(run_id), "plan", result_type=Plan, out=out)
+    working = working_step(plan)
+    if working is None:
+        raise RunControlError(f"flow {run_id} has no step running, so no {what} waits")
+    return working
+
+
+async def question_target(client: Client, run_id: str, out: TextIO | None = None) -> tuple[WorkflowHandle, HumanQuestion]:
+    """The run (the flow's working child, for a flow) and its waiting question."""
+    return await waiting_question(client, await working_run(client, run_id, "question", out), out)
 
 
 async def waiting_question(client: Client, run_id: str, out: TextIO | None = None) -> tuple[WorkflowHandle, HumanQuestion]:
