@@ -400,11 +400,14 @@ async def test_page_scripts_reach_no_control_plane_port_on_any_address_of_this_h
     driver = Driver(sessions, world.site, tmp_path / "ws")
     try:
         result = await driver.act(action="go_to_url", url=world.url("/control-plane-probe"))
+        def finished(result) -> bool:
+            return result.state.current is not None and result.state.current.title == "done"
+
         for _ in range(120):
-            if result.state.current.title == "done":
+            if finished(result):
                 break
             result = await driver.act(action="wait", seconds=1)
-        assert result.state.current.title == "done", result.output
+        assert finished(result), result.output
     finally:
         await sessions.close_all()
         for listener in listeners.values():

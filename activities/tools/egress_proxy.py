@@ -343,7 +343,10 @@ class EgressProxy:
                 sink.write(data)
                 await sink.drain()
             if sink.can_write_eof() and not sink.is_closing():
-                sink.write_eof()
+                try:
+                    sink.write_eof()
+                except OSError:
+                    pass  # the other end went away already (ENOTCONN): nothing left to half-close
 
         async def watchdog() -> None:
             # Idle means neither direction moved (a stalled drain counts too):
