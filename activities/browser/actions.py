@@ -28,6 +28,9 @@ from activities.web.search import WebSearch
 
 SETTLE_SECONDS = 0.25
 """A click's or a key's navigation or new tab starts a moment after it."""
+NEW_TAB_WAIT_SECONDS = 3.0
+"""How long a click on a link that targets a new tab waits for the tab to
+appear: the settle time above is enough on an idle machine, not on a busy one."""
 DEFAULT_WAIT_SECONDS = 3
 MAX_OPTIONS = 100
 """Options of one <select> listed."""
@@ -220,12 +223,27 @@ async def click_element(browser: LiveBrowser, action: dict[str, Any], tools: Too
         return _missing(index)
     before = page.url
     try:
+        new_tab = await browser.on_page(page, element.evaluate(TARGETS_A_NEW_TAB), browser.call_seconds, "reading")
+    except (PlaywrightTimeout, PlaywrightError):
+        new_tab = False
+    try:
         await browser.on_page(page, element.click(timeout=browser.timeout_ms), browser.call_seconds, "clicking")
     except PlaywrightTimeout:
         return Outcome(f"Element [{index}] could not be clicked within {browser.timeout:g} s (hidden or covered?).", error=True)
     except PlaywrightError as e:
         return Outcome(f"Clicking element [{index}] failed: {short_error(e)}.", error=True)
+    if new_tab is True:
+        deadline = asyncio.get_running_loop().time() + NEW_TAB_WAIT_SECONDS
+        while not browser.opened and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
     return await after_interaction(browser, page, before, f"Clicked element [{index}]")
+
+
+TARGETS_A_NEW_TAB = """element => {
+    const link = element.closest('a[href], area[href]');
+    const target = link ? (link.getAttribute('target') || '').toLowerCase() : '';
+    return target !== '' && !['_self', '_parent', '_top'].includes(target);
+}"""
 
 
 async def input_text(browser: LiveBrowser, action: dict[str, Any], tools: Tools) -> Outcome:
