@@ -10,9 +10,12 @@ from activities.tools.control_plane import ControlPlane, Endpoint
 from config.settings import Settings
 from runtime.connection import DEFAULT_ADDRESS, DEFAULT_PORT, connect_config
 from runtime.embedded_server import UI_PORT, embedded_server_ports
+from runtime.mcp_http_record import recorded_addresses
 from runtime.worker_options import METRICS_VARIABLE
 
 log = logging.getLogger(__name__)
+
+OWN_MCP_SERVER = "this project's MCP server (mcp-server --http)"
 
 TEMPORAL_HTTP_PORT = 7243
 """The HTTP API port of a Temporal server as deployed (the dev server's is
@@ -24,7 +27,8 @@ def control_plane(settings: Settings) -> ControlPlane:
     allow list says: every [llm.*] endpoint, the Temporal frontend (and its
     HTTP API on Temporal's usual port), the embedded server's ports, the Web
     UI ($TEMPORAL_UI_URL), the MCP servers, the worker's metrics
-    ($DURABLE_MANUS_METRICS) and [web] control_plane."""
+    ($DURABLE_MANUS_METRICS), this machine's `mcp-server --http` servers and
+    [web] control_plane."""
     env = os.environ
     named: list[tuple[str | None, str]] = [
         (llm.base_url, f"the LLM endpoint of [llm{'' if name == 'default' else '.' + name}]") for name, llm in settings.llm.items()
@@ -49,6 +53,11 @@ def control_plane(settings: Settings) -> ControlPlane:
         endpoints.append(Endpoint("127.0.0.1", embedded["http"], "the embedded Temporal server's HTTP API"))
     if "metrics" in embedded:
         endpoints.append(Endpoint("127.0.0.1", embedded["metrics"], "the embedded Temporal server's metrics"))
+    for host, port in recorded_addresses():
+        try:
+            endpoints.append(Endpoint.parse(f"[{host}]:{port}" if ":" in host else f"{host}:{port}", OWN_MCP_SERVER))
+        except ValueError:
+            log.warning("control plane: a recorded MCP server address is not host:port; it is not listed")
     return ControlPlane(endpoints)
 
 

@@ -46,6 +46,7 @@ from runtime import run_control
 from runtime.connection import connect_config, is_unreachable
 from runtime.embedded_server import web_ui_url
 from runtime.in_process_worker import InProcessWorker
+from runtime.mcp_http_record import recorded_while_serving
 from runtime.mcp_token import RequireBearer, load_or_create_token, token_path
 from runtime.run_control import LIST_LIMIT, StepsPage, one_line
 from runtime.run_start import (
@@ -598,6 +599,10 @@ async def serve(config: str | None, http: tuple[str, int] | None, worker: bool, 
     settings = load_settings(config)
     runs = Runs(settings)
     async with contextlib.AsyncExitStack() as stack:
+        if http is not None:
+            check_can_listen(*http)
+            # Before the worker starts, so that its web rules refuse this server.
+            stack.enter_context(recorded_while_serving(*http))
         if worker:
             in_process = InProcessWorker(await runs.client(may_start_server=True), settings, stack)
             await in_process.prepare("always")
@@ -607,7 +612,6 @@ async def serve(config: str | None, http: tuple[str, int] | None, worker: bool, 
             await server.run_stdio_async()
             return 0
         host, port = http
-        check_can_listen(host, port)
         path = token_path()
         token, created = load_or_create_token(path)
         if host not in LOOPBACK:

@@ -28,6 +28,7 @@ from config.mcp_config import McpServerSettings
 from config.settings import WebSettings
 from runtime.control_plane import TEMPORAL_HTTP_PORT, control_plane
 from runtime.embedded_server import PORTS_FILE, UI_PORT, embedded_server_ports, start_dev_server_command
+from runtime.mcp_http_record import RECORD_DIR, recorded_addresses, recorded_while_serving
 from runtime.worker_factory import web_access
 from testkit.counting_listener import ConnectionCounter, addresses_from_ip, url_host
 from testkit.e2e import free_port
@@ -151,6 +152,62 @@ async def test_the_embedded_server_s_ports_are_refused_even_when_opened(tmp_path
     ):
         result = await fetch_page(access, f"http://127.1:{port}/api/v1/namespaces", 1000)
         assert result.error and f"is {what}, part of the agent's control plane" in result.output
+
+
+async def test_this_machines_mcp_http_server_is_refused_while_it_serves(tmp_path, monkeypatch):
+    # Our own MCP server listens on a port no config names; while it serves,
+    # a worker started on this machine refuses it even where an allow entry
+    # opens it, and once it is gone its port is an ordinary one again.
+    monkeypatch.setenv("DURABLE_MANUS_DATA_DIR", str(tmp_path / "data"))
+    listener = ConnectionCounter()
+    settings = make_settings("http://127.0.0.1:1/v1", tmp_path).model_copy(
+        update={"web": WebSettings(allow=(f"127.0.0.0/8 ports {listener.port}",))}
+    )
+    url = f"http://127.1:{listener.port}/mcp"
+    try:
+        with recorded_while_serving("0.0.0.0", listener.port):
+            assert recorded_addresses() == [("0.0.0.0", listener.port)]
+            result = await fetch_page(web_access(settings), url, 1000)
+            assert result.error and "is this project's MCP server (mcp-server --http)" in result.output
+            assert listener.connections == 0
+        assert recorded_addresses() == []
+        await fetch_page(web_access(settings), url, 1000)
+        assert listener.connections == 1
+    finally:
+        listener.stop()
+
+
+def test_recorded_mcp_addresses_that_are_not_ours_name_none(tmp_path, monkeypatch):
+    monkeypatch.setenv("DURABLE_MANUS_DATA_DIR", str(tmp_path))
+    records = tmp_path / RECORD_DIR
+    records.mkdir()
+    this = records / f"{os.getpid()}.json"  # a live process's name: read
+    for text in ("", "[1]", '{"host": "h", "port": "80"}', '{"host": "", "port": 80}', '{"port": 99999, "host": "h"}'):
+        this.write_text(text)
+        assert recorded_addresses() == []
+    this.unlink()
+    os.mkfifo(this)
+    assert recorded_addresses() == []  # returns at once: no wait on the FIFO
+    this.unlink()
+    (tmp_path / "elsewhere.json").write_text('{"host": "127.0.0.1", "port": 40001}')
+    this.symlink_to(tmp_path / "elsewhere.json")
+    assert recorded_addresses() == []
+    this.unlink()
+    this.write_text('{"host": "127.0.0.1", "port": 40001}')
+    assert recorded_addresses() == [("127.0.0.1", 40001)]
+
+
+def test_a_killed_servers_record_names_nothing_and_the_next_server_removes_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("DURABLE_MANUS_DATA_DIR", str(tmp_path))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (tmp_path / RECORD_DIR).mkdir(parents=True)
+    stale = tmp_path / RECORD_DIR / f"{gone.pid}.json"
+    stale.write_text('{"host": "127.0.0.1", "port": 40002}')
+    assert recorded_addresses() == []
+    with recorded_while_serving("127.0.0.1", 40003):
+        assert recorded_addresses() == [("127.0.0.1", 40003)]
+        assert not stale.exists()
 
 
 def test_a_ports_file_that_is_not_the_servers_names_no_port(tmp_path, monkeypatch):

@@ -24,6 +24,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from runtime.mcp_http_record import RECORD_DIR, recorded_addresses
 from runtime.user_errors import UsageError
 from runtime.command_line import McpServe, parse_command
 from testkit.e2e import (
@@ -269,7 +270,7 @@ INITIALIZE = {
 }
 
 
-async def test_http_requires_the_bearer_token(tmp_path):
+async def test_http_requires_the_bearer_token(tmp_path, monkeypatch):
     """Without the token or with a wrong one every request is refused (401);
     with it the MCP handshake works. The token file is the operator's alone."""
     env = http_env(tmp_path, "127.0.0.1:9", unique_queue("mcp-auth"), "http://127.0.0.1:9/v1")
@@ -296,8 +297,13 @@ async def test_http_requires_the_bearer_token(tmp_path):
                 assert answer.status_code == 401, (query, answer.text)
         async with http_client(port, token) as client:
             assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS
+        # Written down for the workers of this machine, whose web rules refuse it.
+        records = list((tmp_path / "data" / RECORD_DIR).iterdir())
+        assert [json.loads(r.read_text()) for r in records] == [{"host": "127.0.0.1", "port": port}]
     finally:
         await server.stop()
+    monkeypatch.setenv("DURABLE_MANUS_DATA_DIR", str(tmp_path / "data"))
+    assert recorded_addresses() == []  # its server is gone
 
 
 def test_the_token_is_made_once_reused_and_shown_only_when_new_or_asked(tmp_path):
