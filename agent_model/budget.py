@@ -34,6 +34,9 @@ class Budget(BaseModel):
     prices: dict[str, Prices] = Field(default_factory=dict)
     """By LLM profile name, for every LLM the run (and a flow's children) may
     use that has prices in the config; empty: no cost is known."""
+    ask_at_ceiling: bool = False
+    """At a ceiling, ask the user for a higher one (agent_model/budget_raise.py)
+    instead of ending; False: end, with the run's result and a note."""
 
     @property
     def limited(self) -> bool:

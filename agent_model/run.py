@@ -146,6 +146,9 @@ class AgentRunResult(BaseModel):
     cost: float | None = None
     """USD spent, at the run's prices; None: no prices."""
     directory: str | None = None
+    raised_budget: Budget | None = None
+    """The budget the run ended with when the user raised a ceiling at it; a
+    flow raises its own by as much (agent_model/budget_raise.py raised_by)."""
 
     @property
     def succeeded(self) -> bool:

@@ -19,6 +19,7 @@ from typing import TypeVar
 from pydantic import BaseModel, Field, JsonValue, PrivateAttr
 
 from agent_model.approval_desk import ApprovalDesk
+from agent_model.budget import Budget
 from agent_model.human import QuestionDesk
 from agent_model.memory import Memory
 from agent_model.plan import PlanBook
@@ -57,6 +58,8 @@ class RunState(BaseModel):
     """The question to the user, if one waits, and why earlier ones closed."""
     approvals: ApprovalDesk = Field(default_factory=ApprovalDesk)
     """The gated call waiting for a decision, if one waits, and why earlier ones closed."""
+    budget: Budget | None = None
+    """The budget once the user raised a ceiling (agent_model/budget_raise.py); None: the input's."""
     final_answer: str | None = None
     note: str | None = None
     """Why the run ended, once it has."""

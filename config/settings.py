@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from config import environment
 from config.approval_settings import ApprovalSettings
+from config.budget_settings import BudgetSettings
 from config.browser_settings import BrowserSettings, parse_browser
 from config.config_file import DEFAULT_CONFIG_PATH, REPO_DIR, ConfigError, read_config_text
 from config.environment import origins_in
@@ -90,6 +91,8 @@ class Settings(BaseModel):
     browser: BrowserSettings = Field(default_factory=BrowserSettings)
     approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
     """`[approval]`: which tool calls wait for a person's decision (config/approval_settings.py)."""
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    """`[budget]`: whether a run at its ceiling asks for a higher one (config/budget_settings.py)."""
     server_wait_seconds: float = DEFAULT_SERVER_WAIT
     """How long a starter that follows a run waits for a Temporal server that
     stopped answering before it gives up (exit 3; the run is safe)."""
@@ -189,6 +192,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     web = validated(WebSettings, source, "[web]", data.get("web", {}))
     browser = parse_browser(source, data.get("browser", {}), notes)
     approval = validated(ApprovalSettings, source, "[approval]", data.get("approval", {}))
+    budget = validated(BudgetSettings, source, "[budget]", data.get("budget", {}))
     server_wait = environment.read(env, "DURABLE_MANUS_SERVER_WAIT")
     pickup_wait = environment.read(env, "DURABLE_MANUS_PICKUP_WAIT")
     environment.read(env, "DURABLE_MANUS_QUERY_WAIT")  # run control reads it; refused here like the others
@@ -211,6 +215,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         web=web,
         browser=browser,
         approval=approval,
+        budget=budget,
         server_wait_seconds=DEFAULT_SERVER_WAIT if server_wait is None else server_wait,
         pickup_wait_seconds=DEFAULT_PICKUP_WAIT if pickup_wait is None else pickup_wait,
         runflow_data_analysis=runflow_data_analysis,

@@ -56,6 +56,8 @@ class Run:
     """The run's token budget (a flow's: its planner and all its steps together)."""
     max_cost: float | None = None
     """The run's cost budget in USD, at the config's prices of its LLMs."""
+    ask_at_budget: bool | None = None
+    """--(no-)ask-at-budget: ask for a higher ceiling instead of ending; None: [budget] ask_at_ceiling."""
     approve: ApprovalMode | None = None
     """--approve: which calls wait for a decision; None: the config's [approval] mode."""
 
@@ -266,6 +268,11 @@ def add_budget_options(parser: argparse.ArgumentParser, flow: bool) -> None:
         "--max-cost", type=float, metavar="USD",
         help=f"end the run gracefully once it has cost USD dollars{whole}, at the prices of [llm] "
         "price_per_million_input/_output",
+    )
+    parser.add_argument(
+        "--ask-at-budget", action=argparse.BooleanOptionalAction, default=None,
+        help="at a ceiling, ask for a higher one (answer in the terminal or with `answer`) instead of ending; "
+        "default: [budget] ask_at_ceiling, which is off unless set",
     )
 
 
@@ -501,7 +508,7 @@ def new_run(args: argparse.Namespace, named: bool) -> Run:
         task=args.task, agent=args.agent, flow=args.flow, agents=agents, max_steps=args.max_steps,
         steps_per_run=args.steps_per_run, timeout=args.timeout, run_id=args.run_id, detach=args.detach,
         worker=args.worker, config=args.config, llm=args.llm, max_tokens=args.max_tokens, max_cost=args.max_cost,
-        approve=approve_mode(args),
+        approve=approve_mode(args), ask_at_budget=args.ask_at_budget,
     )
 
 
@@ -543,7 +550,7 @@ def mcp_run(args: argparse.Namespace) -> Run:
         task=args.task, agent="mcp", agents=("mcp",), max_steps=args.max_steps, run_id=args.run_id,
         config=args.config, llm=args.llm, mcp_servers=servers if servers or ad_hoc else None,
         mcp_command=command, mcp_url=args.url, max_tokens=args.max_tokens, max_cost=args.max_cost,
-        approve=approve_mode(args),
+        approve=approve_mode(args), ask_at_budget=args.ask_at_budget,
         # A server given on the command line exists only in this process's worker.
         worker="always" if ad_hoc else "auto",
     )

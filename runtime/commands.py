@@ -72,14 +72,14 @@ async def run_handle(
                 client, settings, command.task, agents=command.agents, timeout=command.timeout,
                 max_steps=command.max_steps, steps_per_run=command.steps_per_run, run_id=command.run_id, llm=command.llm,
                 max_tokens=command.max_tokens, max_cost=command.max_cost,
-                approve=command.approve,
+                approve=command.approve, ask_at_budget=command.ask_at_budget,
             )
             return flow, True
         return await start_agent_run(
             client, settings, command.task, agent=command.agent, mcp_servers=command.mcp_servers,
             max_steps=command.max_steps, steps_per_run=command.steps_per_run, run_id=command.run_id, llm=command.llm,
             max_tokens=command.max_tokens, max_cost=command.max_cost,
-            approve=command.approve,
+            approve=command.approve, ask_at_budget=command.ask_at_budget,
         ), False
     if isinstance(command, Rewind):
         await run_control.rewind(client, command.run_id, command.to_step, out)

@@ -64,11 +64,13 @@ def check_task_fits(settings: Settings, task: str, agents: tuple[str, ...], llm:
 
 
 def run_budget(
-    settings: Settings, llms: Iterable[str], max_tokens: int | None = None, max_cost: float | None = None
+    settings: Settings, llms: Iterable[str], max_tokens: int | None = None, max_cost: float | None = None,
+    ask_at_ceiling: bool | None = None,
 ) -> Budget | None:
-    """What a new run carries of budgets: its ceilings and the prices of the
-    LLM profiles `llms` it uses; None when it has neither. --max-cost with a
-    profile that has no prices is refused."""
+    """What a new run carries of budgets: its ceilings, the prices of the
+    LLM profiles `llms` it uses and whether it asks at a ceiling (None: as
+    `[budget] ask_at_ceiling` says); None when it has neither ceilings nor
+    prices. --max-cost with a profile that has no prices is refused."""
     prices = {}
     for name in dict.fromkeys(llms):
         profile = settings.llm.get(name)
@@ -82,7 +84,8 @@ def run_budget(
             )
     if max_tokens is None and max_cost is None and not prices:
         return None
-    return Budget(max_tokens=max_tokens, max_cost=max_cost, prices=prices)
+    ask = settings.budget.ask_at_ceiling if ask_at_ceiling is None else ask_at_ceiling
+    return Budget(max_tokens=max_tokens, max_cost=max_cost, prices=prices, ask_at_ceiling=ask)
 
 
 def run_llms(agent: str, llm: str | None) -> list[str]:
@@ -167,8 +170,9 @@ async def start_agent_run(
     max_tokens: int | None = None,
     max_cost: float | None = None,
     approve: ApprovalMode | None = None,
+    ask_at_budget: bool | None = None,
 ) -> WorkflowHandle:
-    budget = run_budget(settings, run_llms(agent, llm), max_tokens, max_cost)
+    budget = run_budget(settings, run_llms(agent, llm), max_tokens, max_cost, ask_at_budget)
     registered = await run_control.search_attributes_registered(client)
     started = await client.start_workflow(
         AgentWorkflow.run,
@@ -203,10 +207,11 @@ async def start_planning_flow(
     max_tokens: int | None = None,
     max_cost: float | None = None,
     approve: ApprovalMode | None = None,
+    ask_at_budget: bool | None = None,
 ) -> WorkflowHandle:
     if settings.runflow_data_analysis and "data_analysis" not in agents:
         agents = (*agents, "data_analysis")  # OpenManus's [runflow] use_data_analysis_agent
-    budget = run_budget(settings, flow_llms(agents, llm), max_tokens, max_cost)
+    budget = run_budget(settings, flow_llms(agents, llm), max_tokens, max_cost, ask_at_budget)
     registered = await run_control.search_attributes_registered(client)
     approval = {agent: settings.approval.policy_for(agent, approve) for agent in agents}
     return await client.start_workflow(

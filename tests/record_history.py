@@ -40,6 +40,9 @@ event history as JSON. Scenarios:
         starter starts it with --max-tokens 250 and the config's prices: two
         python_execute steps of 120 tokens each, a third (360 in all), then
         the run ends at its ceiling before a fourth think (stop reason budget)
+    budget-raised (agent_run_budget_raised.json): the same run with
+        ask_at_ceiling: at 360 of 250 tokens it asks; 'lots' is asked again,
+        '1000 tokens' raises the ceiling, and a fourth think terminates
 
 Every file in tests/histories/ was recorded by the v1 baseline (no patch
 markers). A scenario is written the same way by the code of any version, so
@@ -441,6 +444,36 @@ async def record_budget_run(
     return await handle.fetch_history()
 
 
+async def record_budget_raised_run(
+    client: Client, fake: FakeOpenAI, scratch: Path, workflow_id: str, timeout: float = 60
+) -> WorkflowHistory:
+    from agent_model.budget import Budget, Prices
+    from runtime.run_start import agent_run_input
+
+    fake.turns = [
+        *(
+            Reply(content=f"step {n}", tool_calls=[call("python_execute", {"code": f"print({n})"})], usage=BUDGET_STEP_USAGE)
+            for n in (1, 2, 3)
+        ),
+        Reply(tool_calls=[call("terminate", {"status": "success", "answer": "counted"})], usage=BUDGET_STEP_USAGE),
+    ]
+    budget = Budget(max_tokens=BUDGET_TOKENS, prices={"default": Prices(input=2.5, output=10)}, ask_at_ceiling=True)
+    run = agent_run_input("Count to three, one python call a step.", agent="manus", budget=budget)
+    settings = unconfined_settings(fake, scratch)
+    async with build_worker(client, settings, identity=IDENTITY):
+        handle = await client.start_workflow(
+            AgentWorkflow.run, run, id=workflow_id, task_queue=settings.task_queue, result_type=AgentRunResult,
+            search_attributes=search_attributes.initial("manus"),
+        )
+        for reply in ("lots", "1000 tokens"):
+            question = await pending_question(handle, timeout)
+            await handle.execute_update(AgentWorkflow.answer, HumanAnswer(question_id=question.id, text=reply))
+        result = await asyncio.wait_for(handle.result(), timeout)
+    assert (result.stop_reason, result.steps_taken, result.final_answer) == (StopReason.TERMINATED, 4, "counted"), result
+    assert result.raised_budget is not None and result.raised_budget.max_tokens == 1000, result
+    return await handle.fetch_history()
+
+
 APPROVAL_TIMEOUT_SECONDS = 8
 """The recorded run's gates wait this long: the last call is left undecided."""
 
@@ -511,6 +544,7 @@ SCENARIOS = {
     "mcp": ("agent_run_mcp.json", "agent-run-mcp"),
     "flow-replanned": ("flow_replanned.json", "flow-replanned"),
     "budget-reached": ("agent_run_budget_reached.json", "agent-run-budget-reached"),
+    "budget-raised": ("agent_run_budget_raised.json", "agent-run-budget-raised"),
     "approval-decided": ("agent_run_approval.json", "agent-run-approval"),
     **{
         profile_scenario(agent): (f"agent_run_profile_{agent}.json", f"agent-run-profile-{agent.replace('_', '-')}")
@@ -550,6 +584,7 @@ async def record(scenario: str, client: Client, fake: FakeOpenAI, scratch: Path)
         "mcp": record_mcp_run,
         "flow-replanned": record_replanned_flow,
         "budget-reached": record_budget_run,
+        "budget-raised": record_budget_raised_run,
         "approval-decided": record_approval_run,
     }[scenario]
     return await recorder(client, fake, scratch, workflow_id)

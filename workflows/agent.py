@@ -18,7 +18,8 @@ from temporalio.exceptions import ActivityError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from agent_model.activity_specs import PREPARE_WORKSPACE, PREPARE_WORKSPACE_CONFIG
-    from agent_model.budget import budget_text, ceiling_note, ceiling_reached, money, run_cost
+    from agent_model.budget import Budget, budget_text, ceiling_note, ceiling_reached, money, run_cost
+    from agent_model.budget_raise import raise_note
     from agent_model.continuation import carried_state, continued_input, current_limits, should_continue_as_new
     from agent_model.memory import Memory
     from agent_model.messages import user_message
@@ -36,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.agent_handlers import AgentHandlers
     from workflows.agent_step import Stepper
     from workflows.agent_tools import RunTools
+    from workflows.budget_ask import ask_to_raise
     from workflows.run_ending import Cancelled, RunEnded, cancel_requested, is_cancellation, root_message
 
 __all__ = ["AgentWorkflow", "is_cancellation", "root_message"]
@@ -76,7 +78,7 @@ class AgentWorkflow(AgentHandlers):
             while state.step < profile.max_steps:
                 if cancel_requested():
                     raise Cancelled()
-                self._stop_if_budget_spent()
+                await self._stop_if_budget_spent()
                 if self._time_to_continue_as_new(run):
                     await self._continue_as_new(run)
                 state.step += 1
@@ -121,15 +123,26 @@ class AgentWorkflow(AgentHandlers):
         profile = self.state.profile
         return run_cost(self.input.budget, profile.llm, self.state.usage) if profile else None
 
-    def _stop_if_budget_spent(self) -> None:
+    async def _stop_if_budget_spent(self) -> None:
         """A think that would start with the budget spent does not start: the
-        run ends with what it has, its last assistant text as the answer."""
+        run ends with what it has, its last assistant text as the answer; or,
+        when the budget says so, the user is asked for a higher ceiling first."""
         state, cost = self.state, self._cost()
-        ceiling = ceiling_reached(self.input.budget, state.usage, cost)
+        budget = state.budget or self.input.budget
+        ceiling = ceiling_reached(budget, state.usage, cost)
         if ceiling is None:
             return
+        assert budget is not None and state.profile is not None
+        note = ceiling_note(ceiling, f"step {state.step}", state.usage, cost)
+        if budget.ask_at_ceiling:
+            asked = await ask_to_raise(state, budget, cost, state.profile.human_timeout_seconds, self._publish_details)
+            if isinstance(asked, Budget):
+                state.budget = asked
+                self._publish_details(f"{note}; {raise_note(budget, asked)}")
+                return
+            note = f"{note}; {asked}"
         state.final_answer = state.final_answer or last_assistant_text(state.memory)
-        raise RunEnded(StopReason.BUDGET, ceiling_note(ceiling, f"step {state.step}", state.usage, cost))
+        raise RunEnded(StopReason.BUDGET, note)
 
     def _time_to_continue_as_new(self, run: AgentRunInput) -> bool:
         info = workflow.info()
@@ -177,6 +190,7 @@ class AgentWorkflow(AgentHandlers):
                 usage=state.usage,
                 cost=self._cost(),
                 directory=state.directory or None,
+                raised_budget=state.budget,
             )
         )
 
@@ -191,7 +205,7 @@ class AgentWorkflow(AgentHandlers):
             f"**tokens** {usage.total_tokens} ({usage.prompt_tokens} prompt, {usage.completion_tokens} completion)"
             + ("" if cost is None else f" · **cost** {money(cost)}"),
         ]
-        budget = budget_text(self.input.budget, usage, cost)
+        budget = budget_text(state.budget or self.input.budget, usage, cost)
         if budget is not None:
             lines.append(f"**budget** {budget} spent")
         last = state.records[-1].tool_calls[-1] if state.records and state.records[-1].tool_calls else None

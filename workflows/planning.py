@@ -14,6 +14,7 @@ from temporalio.exceptions import ActivityError, CancelledError, ChildWorkflowEr
 with workflow.unsafe.imports_passed_through():
     from agent_model.activity_specs import THINK, THINK_CONFIG
     from agent_model.budget import add_cost, budget_text, ceiling_note, ceiling_reached, money, remaining, run_cost
+    from agent_model.budget_raise import raised_by
     from agent_model.tool_spec import scheduled
     from agent_model.flow import (
         FINALIZE_RESERVE_SECONDS,
@@ -70,6 +71,8 @@ class PlanningFlowWorkflow:
         self.usage = TokenUsage()
         self.cost: float | None = None
         """USD of `usage`, when the flow's prices are known."""
+        self.budget = flow.budget
+        """The flow's budget, raised when the user raised a step's (agent_model/budget_raise.py)."""
         self.replans = 0
         self.summary: str | None = None
         self.workspace = workspace_name_for(workflow.info().workflow_id)
@@ -151,6 +154,7 @@ class PlanningFlowWorkflow:
             step_text=step.text,
         )
         outcome = StepOutcome(index=index, text=step.text, executor=step.executor, run_id=step.run_id, status=step.status)
+        given = remaining(self.budget, self.usage, self.cost)
         try:
             result: AgentRunResult = await workflow.execute_child_workflow(
                 AgentWorkflow.run,
@@ -163,7 +167,7 @@ class PlanningFlowWorkflow:
                     max_steps=self.input.max_steps_per_agent,
                     steps_per_run=self.input.steps_per_run,
                     llm=self.input.agent_llm,
-                    budget=remaining(self.input.budget, self.usage, self.cost),
+                    budget=given,
                     approval=(self.input.approval or {}).get(step.executor),
                 ),
                 id=step.run_id,
@@ -185,6 +189,7 @@ class PlanningFlowWorkflow:
                 raise asyncio.CancelledError()
             self.usage = self.usage + result.usage
             self.cost = add_cost(self.cost, result.cost)
+            self.budget = raised_by(self.budget, given, result.raised_budget)
             outcome.state = result.state
             outcome.answer = clip(result.final_answer, ANSWER_LIMIT) if result.final_answer else result.final_answer
             if result.succeeded:
@@ -302,7 +307,7 @@ class PlanningFlowWorkflow:
     def _budget_spent(self) -> str | None:
         """The note when the flow's budget is spent (no think or step run
         starts then), else None."""
-        ceiling = ceiling_reached(self.input.budget, self.usage, self.cost)
+        ceiling = ceiling_reached(self.budget, self.usage, self.cost)
         if ceiling is None:
             return None
         after = f"step {self.outcomes[-1].index + 1}" if self.outcomes else "planning"
@@ -340,7 +345,7 @@ class PlanningFlowWorkflow:
         lines = [
             f"**planning flow** · {state} · {len(self.outcomes)} step runs · {self.usage.total_tokens} tokens{cost}"
         ]
-        budget = budget_text(self.input.budget, self.usage, self.cost)
+        budget = budget_text(self.budget, self.usage, self.cost)
         if budget is not None:
             lines.append(f"**budget** {budget} spent")
         if note:
