@@ -20,6 +20,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
+from agent_model.budget import Budget
 from agent_model.approval_desk import ApprovalDesk
 from agent_model.continuation import carried_state, continued_input, current_limits
 from agent_model.human import HumanAnswer, HumanQuestion, QuestionDesk
@@ -59,6 +60,7 @@ def a_state_with_every_field_set() -> RunState:
         earlier_runs=["run-0"],
         desk=QuestionDesk(closed={"2.1": "it was answered"}, answer="yes"),
         approvals=ApprovalDesk(closed={"1.1": "it was decided (approve)"}),
+        budget=Budget(max_tokens=1000, ask_at_ceiling=True),
         final_answer="not yet",
         note="a note",
         tool_state={"bash": {"cwd": "/w/run/sub"}, "browser_use": {"tabs": [{"url": "http://x/"}]}},
