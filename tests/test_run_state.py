@@ -20,8 +20,8 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
-from agent_model.budget import Budget
 from agent_model.approval_desk import ApprovalDesk
+from agent_model.budget import Budget
 from agent_model.continuation import carried_state, continued_input, current_limits
 from agent_model.human import HumanAnswer, HumanQuestion, QuestionDesk
 from agent_model.memory import Memory
