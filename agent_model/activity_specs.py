@@ -54,3 +54,20 @@ PREPARE_WORKSPACE_CONFIG = activity_config(
     retries=Retries(5, "idempotent (mkdir exist_ok), so retrying a transient failure is safe"),
     cancellation=NOTHING_TO_WAIT_FOR,
 )
+
+RESTORE_WORKSPACE = "restore_workspace"
+
+RESTORE_WORKSPACE_CONFIG = activity_config(
+    start_to_close=Timeout(
+        600,
+        "copies back up to the run's disk quota (1 GiB by default) of snapshot blobs: seconds on a "
+        "local disk, minutes on a slow shared one",
+    ),
+    heartbeat=Timeout(10, "the worker beats every second while it copies: 10 s of silence is a dead worker"),
+    retries=Retries(
+        3,
+        "idempotent (the directory is made to match one manifest, whatever it held), so a retry after a "
+        "lost worker or a transient I/O error is safe",
+    ),
+    cancellation=WAIT_FOR_THE_CALL,
+)

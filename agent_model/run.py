@@ -8,6 +8,7 @@ from agent_model.approval import ApprovalPolicy
 from agent_model.approval_desk import ApprovalDecision, PendingApproval
 from agent_model.budget import Budget
 from agent_model.continuation_limits import ContinuationLimits
+from agent_model.fork import ForkOrigin
 from agent_model.human import HumanAnswer, HumanQuestion
 from agent_model.payload import PAYLOAD_LIMIT, clip, first_within, fit, json_size
 from agent_model.profiles import AgentProfile, get_profile
@@ -51,6 +52,9 @@ class AgentRunInput(BaseModel):
     budget: Budget | None = None
     """Ceilings of tokens and cost and the LLMs' prices, resolved by the starter
     (a flow's child: what is left of the flow's); None: no ceiling, no cost."""
+    forked_from: ForkOrigin | None = None
+    """Set for a fork (runtime/fork.py): the run and step it starts from; its
+    first execution restores the directory before anything else."""
 
 
 def resolved_profile(run: AgentRunInput) -> AgentProfile:

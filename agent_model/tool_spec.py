@@ -272,6 +272,9 @@ class ToolSpec:
     own_activities: dict[str, workflow.ActivityConfig] = field(default_factory=dict)
     """A workflow tool: how the activities its handler and hooks schedule run,
     by a key of its own (the starter writes them into the run's input)."""
+    changes_files: bool = False
+    """Its calls may change the run directory: after each, the worker snapshots
+    the directory for forks and rewinds (activities/workspace_snapshots.py)."""
     build: Callable[[Any], Callable[..., Awaitable[Any]]] | None = None
     """Worker side, for an activity tool: makes the activity from the worker's
     resources (the workflow never calls it)."""

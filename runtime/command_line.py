@@ -159,6 +159,25 @@ class Rewind:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Fork:
+    """Start a new run from the state (and files) of a run at the end of step `from_step`, and follow it."""
+
+    name: ClassVar[str] = "fork"
+    run_id: str
+    """The origin: an agent run, or a flow's step run."""
+    from_step: int
+    task: str | None = None
+    """Replaces the origin's task (its first user message)."""
+    message: str | None = None
+    """A user message added after the step."""
+    llm: str | None = None
+    new_id: str | None = None
+    detach: bool = False
+    worker: str = "auto"
+    config: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class ServeWorker:
     """worker.py's main with these arguments (checked against its options when parsed)."""
 
@@ -188,18 +207,19 @@ class McpServe:
 
 
 Command = (
-    Run | Attach | ListRuns | Show | Result | Answer | Approve | Reject | Cancel | Rewind | ServeWorker | StartServer
-    | McpServe
+    Run | Attach | ListRuns | Show | Result | Answer | Approve | Reject | Cancel | Rewind | Fork | ServeWorker
+    | StartServer | McpServe
 )
 COMMANDS = {
     c.name: c
     for c in (
-        Run, Attach, ListRuns, Show, Result, Answer, Approve, Reject, Cancel, Rewind, ServeWorker, StartServer, McpServe
+        Run, Attach, ListRuns, Show, Result, Answer, Approve, Reject, Cancel, Rewind, Fork, ServeWorker, StartServer,
+        McpServe,
     )
 }
 COMMANDS["mcp"] = Run
 """`mcp` is a run of the mcp agent (parse_command builds it)."""
-FOLLOWS_A_RUN = (Run, Attach, Rewind)
+FOLLOWS_A_RUN = (Run, Attach, Rewind, Fork)
 """Commands that follow a run to its end. Only they may start the embedded
 server (a new run goes there, an existing one lives there), and their
 interruptions say how to resume."""
@@ -214,7 +234,7 @@ is itself a command name goes after `run`: python starter.py run list
 Each command's own options: python starter.py COMMAND --help
 
 list, show, result, answer, approve, reject and cancel never start a Temporal server: with
-none to reach they say so in one line (exit 2). run, attach and rewind start
+none to reach they say so in one line (exit 2). run, attach, rewind and fork start
 the embedded one when TEMPORAL_ADDRESS is unset and nothing answers on
 127.0.0.1:7233; `server` starts it alone.
 
@@ -366,6 +386,9 @@ def build_parser() -> Parser:
     rewind.add_argument("--detach", action="store_true", help="rewind, print the run's id and exit")
     add_worker_mode(rewind)
     add_config(rewind)
+    add_fork_options(commands.add_parser(
+        "fork", help="start a new run from a run's state and files at the end of step N, and follow it"
+    ))
     add_worker_arguments(commands.add_parser("worker", help="run a worker, as python worker.py (same options)"))
     commands.add_parser("server", help="start the embedded Temporal server, detached, unless it runs already")
     mcp = commands.add_parser("mcp-server", help="serve MCP tools to start, follow, answer and cancel runs (stdio)")
@@ -385,6 +408,28 @@ def build_parser() -> Parser:
         "mcp", help="run the mcp agent with MCP servers: configured ones, or one given by command or URL (as run_mcp.py)"
     ))
     return parser
+
+
+def add_fork_options(fork: argparse.ArgumentParser) -> None:
+    fork.add_argument("run_id", metavar="ID", help="the run to fork: an agent run or a flow's step run")
+    fork.add_argument("--from-step", type=int, required=True, metavar="N", help="start from the end of step N (0: the start)")
+    what = fork.add_mutually_exclusive_group()
+    what.add_argument("--task", help="replace the task (the first user message)")
+    what.add_argument("--message", help="add this user message after step N")
+    fork.add_argument("--llm", metavar="NAME", help="the config's [llm.NAME] for the fork's thinks; default: the origin's")
+    fork.add_argument("--id", dest="new_id", metavar="ID", help="workflow id for the new run (default: generated)")
+    fork.add_argument("--detach", action="store_true", help="start the fork, print its id and exit")
+    add_worker_mode(fork)
+    add_config(fork)
+
+
+def fork_command(args: argparse.Namespace) -> Fork:
+    if args.from_step < 0:
+        raise UsageError("--from-step must be 0 or more")
+    for option, text in (("--task", args.task), ("--message", args.message), ("--llm", args.llm), ("--id", args.new_id)):
+        if text is not None and not text.strip():
+            raise UsageError(f"{option} is empty")
+    return Fork(**{k: v for k, v in vars(args).items() if k != "command"})
 
 
 def add_mcp_run_options(mcp: argparse.ArgumentParser) -> None:
@@ -437,11 +482,13 @@ def parse_command(argv: Sequence[str]) -> Command:
         command = mcp_run(args)
     elif args.command == "reject":
         command = reject_command(args)
+    elif args.command == "fork":
+        command = fork_command(args)
     else:
         command = COMMANDS[args.command](**{k: v for k, v in vars(args).items() if k != "command"})
     if isinstance(command, (Approve, Reject)) and command.call is not None and not CALL_ID.fullmatch(command.call):
         raise UsageError(f"{command.call!r} is not a call id (<step>.<n>, e.g. 3.1; `show` lists the waiting one)")
-    if isinstance(command, (Attach, Show, Result, Answer, Approve, Reject, Cancel, Rewind)) and not command.run_id.strip():
+    if isinstance(command, (Attach, Show, Result, Answer, Approve, Reject, Cancel, Rewind, Fork)) and not command.run_id.strip():
         raise UsageError("the run id is empty")
     if isinstance(command, McpServe) and command.show_token and command.http is None:
         raise UsageError("--show-token goes with --http (over stdio no token is needed)")
@@ -466,6 +513,8 @@ def not_utf8(args: argparse.Namespace) -> str | None:
         "words": "the reason",
         "edit": "--edit",
         "run_id": "--id" if new_run else "the run id",
+        "new_id": "--id",
+        "message": "--message",
         "server_command": "--command",
     }
     for dest, value in vars(args).items():

@@ -16,10 +16,10 @@ from agent_model.flow import PlanningFlowResult
 from agent_model.run import AgentRunResult
 from config.settings import Settings, load_settings
 from runtime.ad_hoc_mcp import with_ad_hoc_server
-from runtime import approvals, run_control
+from runtime import approvals, fork, run_control
 from agent_model.approval_desk import ApprovalAction
 from runtime.command_line import (
-    FOLLOWS_A_RUN, Answer, Approve, Attach, Cancel, Command, ListRuns, McpServe, Reject, Result, Rewind, Run,
+    FOLLOWS_A_RUN, Answer, Approve, Attach, Cancel, Command, Fork, ListRuns, McpServe, Reject, Result, Rewind, Run,
     ServeWorker, Show,
     StartServer,
 )
@@ -63,9 +63,9 @@ def report(result: AgentRunResult, out) -> int:
 
 
 async def run_handle(
-    client: Client, settings: Settings, command: Run | Attach | Rewind, out
+    client: Client, settings: Settings, command: Run | Attach | Rewind | Fork, out
 ) -> tuple[WorkflowHandle, bool]:
-    """The run the command follows (started, rewound or found), and whether it is a PlanningFlow."""
+    """The run the command follows (started, rewound, forked or found), and whether it is a PlanningFlow."""
     if isinstance(command, Run):
         if command.flow:
             flow = await start_planning_flow(
@@ -81,6 +81,13 @@ async def run_handle(
             max_tokens=command.max_tokens, max_cost=command.max_cost,
             approve=command.approve, ask_at_budget=command.ask_at_budget,
         ), False
+    if isinstance(command, Fork):
+        handle = await fork.start_fork(
+            client, settings, command.run_id, command.from_step, task=command.task, message=command.message,
+            llm=command.llm, run_id=command.new_id,
+        )
+        print(f"forked {command.run_id} at step {command.from_step}", file=out)
+        return handle, False
     if isinstance(command, Rewind):
         await run_control.rewind(client, command.run_id, command.to_step, out)
     description = await run_control.describe(client, command.run_id)
@@ -128,7 +135,7 @@ async def execute(command: Command, following: Following | None = None, out: Tex
         result = await run_control.finished_result(client, command.run_id)
         return report_flow(result, out) if isinstance(result, PlanningFlowResult) else report(result, out)
 
-    detach = isinstance(command, (Run, Rewind)) and command.detach
+    detach = isinstance(command, (Run, Rewind, Fork)) and command.detach
     async with contextlib.AsyncExitStack() as stack:
         worker = InProcessWorker(client, settings, stack)
         if not detach:
@@ -143,6 +150,7 @@ async def execute(command: Command, following: Following | None = None, out: Tex
             elif isinstance(command, Reject):
                 await approvals.decide(client, command.run_id, command.call, ApprovalAction.REJECT, command.reason, None, out)
             elif isinstance(command, Show):
+                await fork.show_origin(client, command.run_id, out)
                 await run_control.show(client, command.run_id, out)
                 await approvals.show_pending(client, command.run_id, out)
             else:

@@ -26,11 +26,13 @@ from agent_model.payload import PAYLOAD_LIMIT, first_within
 from agent_model.run import AgentRunInput, AgentRunResult, AgentStatus, HumanAnswer, HumanQuestion, StepRecord
 from agent_model.state import AgentState
 from agent_model.errors import CONTEXT_MISSING_ERROR
+from agent_model.workspace_names import workspace_name_for
 from config.settings import ConfigError
 from config import environment
 from workflows import search_attributes
 from workflows.agent import AgentWorkflow
 from workflows.planning import PlanningFlowWorkflow
+from runtime.rewind_files import restore_for_rewind
 from runtime.tasks import let_go
 from runtime.terminal_text import inert
 from runtime.user_errors import RunControlError, RunEnded
@@ -462,8 +464,15 @@ def execution_start(client: Client, history: WorkflowHistory) -> tuple[int, str]
     """(steps taken before this execution of an agent run, the run id of the
     execution it continued from, or "")."""
     started = history.events[0].workflow_execution_started_event_attributes
-    (run,) = client.data_converter.payload_converter.from_payloads(list(started.input.payloads), [AgentRunInput])
+    run = started_run_input(client, history)
     return (run.carried.step if run.carried else 0), started.continued_execution_run_id
+
+
+def started_run_input(client: Client, history: WorkflowHistory) -> AgentRunInput:
+    """The input an execution of an agent run started with."""
+    started = history.events[0].workflow_execution_started_event_attributes
+    (run,) = client.data_converter.payload_converter.from_payloads(list(started.input.payloads), [AgentRunInput])
+    return run
 
 
 def step_thinks(history: WorkflowHistory) -> list[HistoryEvent]:
@@ -506,11 +515,17 @@ async def rewind(client: Client, run_id: str, to_step: int, out: TextIO) -> str:
         if to_step >= steps_before or not continued_from:
             break
         execution = continued_from
-    if not 0 <= to_step < steps_reached or to_step - steps_before >= len(thinks):
+    started = started_run_input(client, history)
+    first = started.forked_from.step if started.forked_from else 0  # a fork's history begins there
+    if not first <= to_step < steps_reached or to_step - steps_before >= len(thinks):
         raise RunControlError(
             f"run {run_id} has {steps_reached} step(s) that reached the model; "
-            f"--to-step must be from 0 to {steps_reached - 1}"
+            f"--to-step must be from {first} to {steps_reached - 1}"
+            + (f" (it is a fork, begun at step {first})" if first else "")
         )
+    await restore_for_rewind(
+        client, run_id, started.workspace or workspace_name_for(run_id), to_step, description.task_queue, out
+    )
     decided_by = thinks[to_step - steps_before].activity_task_scheduled_event_attributes.workflow_task_completed_event_id
     response = await client.workflow_service.reset_workflow_execution(
         ResetWorkflowExecutionRequest(

@@ -27,6 +27,8 @@ from activities.browser.sessions import BrowserSessions
 from activities.web.search import WebSearch
 from activities.worker_resources import WorkerResources
 from activities.workspace import Workspace, WorkspaceActivities
+from activities.snapshot_activities import SnapshotActivities, SnapshotInterceptor
+from activities.workspace_snapshots import SnapshotStore
 from tools import TOOLS
 from config.mcp_config import MCP_CONFIG_VARIABLE, MCP_FILE_NAME
 from config.settings import DEFAULT_CONFIG_PATH, REPO_DIR, ConfigError, Settings
@@ -35,13 +37,14 @@ from runtime.embedded_server import data_dir
 from runtime.worker_set import WorkerSet
 from workflows.agent import AgentWorkflow
 from workflows.planning import PlanningFlowWorkflow
+from workflows.restore_workspace import RestoreWorkspaceWorkflow
 
 if TYPE_CHECKING:
     from activities.mcp.pool import McpPool
 
 log = logging.getLogger(__name__)
 
-WORKFLOWS = [AgentWorkflow, PlanningFlowWorkflow]
+WORKFLOWS = [AgentWorkflow, PlanningFlowWorkflow, RestoreWorkspaceWorkflow]
 
 PASSTHROUGH_MODULES = ("openai", "httpx", "httpx2", "tiktoken", "tiktoken_ext")
 """Loaded once, outside the sandbox: large, deterministic to import, and only
@@ -167,11 +170,19 @@ def activities_for(
     return [
         LLMActivities(settings.llm, ContextStore(settings.workspace_root), resources.workspace).think,
         WorkspaceActivities(resources.workspace).prepare_workspace,
+        SnapshotActivities(SnapshotStore(resources.workspace)).restore_workspace,
         # One activity per tool file that runs as one, and the activities of
         # tools that run in the workflow and schedule their own (tools/).
         *(spec.build(resources) for spec in TOOLS.values() if spec.build is not None),
         *(a for spec in TOOLS.values() if spec.build_many is not None for a in spec.build_many(resources)),
     ]
+
+
+def snapshot_interceptor(resources: WorkerResources) -> SnapshotInterceptor:
+    """Snapshots after each call of a tool that may change files (ToolSpec.changes_files)."""
+    return SnapshotInterceptor(
+        SnapshotStore(resources.workspace), [spec.name for spec in TOOLS.values() if spec.changes_files]
+    )
 
 
 def own_queue_activities(resources: WorkerResources) -> list[Any]:
@@ -271,6 +282,7 @@ def build_worker(client: Client, settings: Settings, sandbox: ToolSandbox | None
     ]
     own_queue = f"{settings.task_queue}/browser/{uuid.uuid4().hex}"
     resources = worker_resources(settings, sandbox, own_queue)
+    options["interceptors"].append(snapshot_interceptor(resources))
     sessions = resources.browser_sessions
     assert sessions is not None  # worker_resources always makes them
     shared = Worker(

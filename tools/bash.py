@@ -133,6 +133,7 @@ SPEC = ToolSpec(
     summary=first_line_of("command"),
     activity=CONFIG,
     state=ToolState(model=ShellState, into_request=_with_shell_dir, from_result=_after_command),
+    changes_files=True,
     build=build,
 )
 

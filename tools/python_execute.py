@@ -89,5 +89,6 @@ SPEC = ToolSpec(
     schema=SCHEMA,
     summary=first_line_of("code"),
     activity=CONFIG,
+    changes_files=True,
     build=build,
 )

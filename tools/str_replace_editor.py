@@ -120,5 +120,6 @@ SPEC = ToolSpec(
     schema=SCHEMA,
     summary=summary,
     activity=CONFIG,
+    changes_files=True,
     build=build,
 )

@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from agent_model.workspace_names import workspace_name_for
     from prompts import agent_notes
     from workflows import search_attributes
+    from workflows.agent_fork import origin_line, restore_due, restore_fork_directory
     from workflows.agent_handlers import AgentHandlers
     from workflows.agent_step import Stepper
     from workflows.agent_tools import RunTools
@@ -73,6 +74,8 @@ class AgentWorkflow(AgentHandlers):
         try:
             if run.carried is None:
                 await self._begin(run)
+            elif restore_due(run, state):
+                await restore_fork_directory(run, state, self.workspace)
             profile = self.tools.profile
             self._publish_details()
             while state.step < profile.max_steps:
@@ -205,6 +208,8 @@ class AgentWorkflow(AgentHandlers):
             f"**tokens** {usage.total_tokens} ({usage.prompt_tokens} prompt, {usage.completion_tokens} completion)"
             + ("" if cost is None else f" · **cost** {money(cost)}"),
         ]
+        if (origin := origin_line(self.input)) is not None:
+            lines.append(origin)
         budget = budget_text(state.budget or self.input.budget, usage, cost)
         if budget is not None:
             lines.append(f"**budget** {budget} spent")

@@ -158,7 +158,9 @@ class RunTools:
     async def _run_activity(self, spec: ToolSpec, call: ToolCall, arguments: dict[str, Any], limit: int) -> ToolOutcome:
         assert spec.activity is not None
         state = spec.state
-        request = ToolRequest(workspace=self.workspace, arguments=arguments, call_id=call.id, observe_limit=limit)
+        request = ToolRequest(
+            workspace=self.workspace, arguments=arguments, call_id=call.id, observe_limit=limit, step=self.state.step
+        )
         if state is not None and state.into_request is not None:
             request = state.into_request(self.slot(spec.name, state.model), request)
         result = await workflow.execute_activity(
