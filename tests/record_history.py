@@ -534,6 +534,31 @@ async def record_approval_run(client: Client, fake: FakeOpenAI, scratch: Path, w
     return await handle.fetch_history()
 
 
+async def record_forked_run(client: Client, fake: FakeOpenAI, scratch: Path, workflow_id: str) -> WorkflowHistory:
+    """A run that writes a file in step 1 and changes it in step 2, forked at
+    step 1 with a message: the fork restores the file, reads it, ends."""
+    from runtime.fork import start_fork
+
+    settings = recording_settings(fake, scratch / "workspace")
+    fake.turns = [
+        Reply(tool_calls=[call("python_execute", {"code": "open('a.txt','w').write('one')"})]),
+        Reply(tool_calls=[call("python_execute", {"code": "open('a.txt','w').write('two')"})]),
+        Reply(tool_calls=[call("terminate", {"status": "success", "answer": "origin done"})]),
+    ]
+    origin, _ = await run_to_end(client, settings, AgentRunInput(task="Write a.txt twice."), f"{workflow_id}-origin", 60)
+    assert origin.steps_taken == 3, origin
+    fake.turns = [
+        fake.turns[0],
+        Reply(tool_calls=[call("python_execute", {"code": "print(open('a.txt').read())"})]),
+        Reply(tool_calls=[call("terminate", {"status": "success", "answer": "forked"})]),
+    ]
+    async with build_worker(client, settings, identity=IDENTITY):
+        handle = await start_fork(client, settings, f"{workflow_id}-origin", 1, message="Read it back.", run_id=workflow_id)
+        result = await asyncio.wait_for(handle.result(), 60)
+    assert result.final_answer == "forked" and result.steps[-2].tool_calls[0].observation.strip() == "one", result
+    return await handle.fetch_history()
+
+
 SCENARIOS = {
     "answered": (HISTORY_PATH.name, HISTORY_WORKFLOW_ID),
     "cancelled": ("agent_run_cancelled.json", "agent-run-cancelled"),
@@ -546,6 +571,7 @@ SCENARIOS = {
     "budget-reached": ("agent_run_budget_reached.json", "agent-run-budget-reached"),
     "budget-raised": ("agent_run_budget_raised.json", "agent-run-budget-raised"),
     "approval-decided": ("agent_run_approval.json", "agent-run-approval"),
+    "forked": ("agent_run_forked.json", "agent-run-forked"),
     **{
         profile_scenario(agent): (f"agent_run_profile_{agent}.json", f"agent-run-profile-{agent.replace('_', '-')}")
         for agent in PROFILE_CALLS
@@ -586,6 +612,7 @@ async def record(scenario: str, client: Client, fake: FakeOpenAI, scratch: Path)
         "budget-reached": record_budget_run,
         "budget-raised": record_budget_raised_run,
         "approval-decided": record_approval_run,
+        "forked": record_forked_run,
     }[scenario]
     return await recorder(client, fake, scratch, workflow_id)
 

@@ -13,6 +13,8 @@ tests/test_patch_lifecycle.py enforces it).
 * A deliberately altered copy of agent_run.json must fail, proving the check
   has teeth.
 * Histories recorded in this session, from the current code, replay too.
+* agent_run_forked.json is a fork (runtime/fork.py) of a run at step 1: it
+  begins from the carried state and restores its directory first.
 * agent_run_continued.json is the middle execution of a run that continued as
   new after every step: it begins from carried state and ends by continuing.
 * agent_run_profile_<agent>.json (each built-in profile but browser and mcp,
@@ -194,6 +196,10 @@ def history_file(name: str) -> dict:
             ["prepare_workspace", "think", "python_execute", "think", "python_execute", "think", "think"], "COMPLETED",
         ),
         (
+            "agent_run_forked.json", "agent-run-forked",
+            ["restore_workspace", "think", "python_execute", "think"], "COMPLETED",
+        ),
+        (
             "agent_run_browser.json", "agent-run-browser",
             ["prepare_workspace", "think", "browser_act", "think", "browser_act", "think", "think", "browser_close"],
             "COMPLETED",
@@ -229,6 +235,12 @@ async def test_each_scenario_history_is_what_it_claims_and_replays(name, workflo
             ("1.1", "reject", "recorder"), ("1.2", "edit", "recorder"), ("2.1", "approve", "recorder")
         ]
         assert event_types(data).count("EVENT_TYPE_TIMER_FIRED") == 1
+    elif "forked" in name:  # begins from the origin's state at step 1, naming the origin
+        started = data["events"][0]["workflowExecutionStartedEventAttributes"]
+        run = json.loads(base64.b64decode(started["input"]["payloads"][0]["data"]))
+        assert (run["forked_from"]["run_id"], run["forked_from"]["step"], run["carried"]["step"]) == (
+            "agent-run-forked-origin", 1, 1
+        )
     elif "continued" in name:  # begins from the state the first execution carried
         assert "continuedExecutionRunId" in data["events"][0]["workflowExecutionStartedEventAttributes"]
     result = await replayer().replay_workflow(as_history(data, workflow_id))
