@@ -9,7 +9,7 @@ snapshots (activities/workspace_snapshots.py).
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, JsonValue
 
 from agent_model.memory import Memory
 from agent_model.messages import Role, user_message
@@ -34,6 +34,8 @@ class ForkOrigin(BaseModel):
     step: int
     workspace: str
     """The origin's run directory name, whose snapshots the fork restores."""
+    directory: str = ""
+    """The origin's run directory path on the workers, as its state had it."""
 
 
 class RestoreRequest(BaseModel):
@@ -80,6 +82,21 @@ def restore_note(result: RestoreResult) -> str | None:
         "This run was forked from an earlier one; its working directory was restored as it was at the "
         f"end of step {result.snapshot_step}, except:\n{shown}{tail}"
     )
+
+
+def moved_paths(value: JsonValue, old: str, new: str) -> JsonValue:
+    """`value` (a tool's kept state) with every path in directory `old` moved
+    to directory `new`: bash's directory, say, is the same place in the fork's
+    own directory."""
+    if isinstance(value, str):
+        if old and (value == old or value.startswith(old.rstrip("/") + "/")):
+            return new + value[len(old.rstrip("/")) :]
+        return value
+    if isinstance(value, list):
+        return [moved_paths(item, old, new) for item in value]
+    if isinstance(value, dict):
+        return {key: moved_paths(item, old, new) for key, item in value.items()}
+    return value
 
 
 def with_task(memory: Memory, task: str) -> Memory:

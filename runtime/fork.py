@@ -173,6 +173,7 @@ async def fork_input(
         forked_from=ForkOrigin(
             run_id=origin_id, execution=execution, step=step,
             workspace=origin.workspace or workspace_name_for(origin_id),
+            directory=capture.state.directory,
         ),
     )
     if json_size(fork) > INPUT_LIMIT:

@@ -17,7 +17,7 @@ from runtime import fork
 from runtime.worker_factory import build_worker
 from testkit.cli import InProcessCli, cli_environment
 from testkit.e2e import child_env, server_address
-from testkit.fake_openai import Reply, python, terminate
+from testkit.fake_openai import Reply, call, python, terminate
 from testkit.settings import make_settings, write_config
 from tests.test_planning_flow import FlowScript, plan_reply
 from agent_model.flow import PlanningFlowInput
@@ -61,10 +61,10 @@ class Harness:
             workspace_root=self.root,
         )
 
-    async def start(self, task: str = "write the files"):
+    async def start(self, task: str = "write the files", agent: str = "manus"):
         return await self.dev_env.client.start_workflow(
             AgentWorkflow.run,
-            AgentRunInput(task=task),
+            AgentRunInput(task=task, agent=agent),
             id=f"origin-{uuid.uuid4().hex[:8]}",
             task_queue=self.settings.task_queue,
             search_attributes=search_attributes.initial("manus"),
@@ -218,3 +218,17 @@ async def test_the_fork_input_names_its_origin(harness):
     assert run.forked_from.workspace == workspace_name_for(origin.id)
     assert run.carried is not None and run.carried.step == 2 and run.carried.directory == ""
     assert [r.step for r in run.carried.records] == [1, 2]
+
+
+async def test_a_fork_keeps_the_shell_s_directory_in_its_own_directory(harness):
+    harness.fake.turns = [
+        Reply(tool_calls=[call("bash", {"command": "mkdir -p sub && cd sub && touch here"})]),
+        Reply(tool_calls=[call("bash", {"command": "cd / && pwd"})]),
+        terminate("done"),
+    ]
+    origin = await harness.start(agent="swe")
+    await origin.result()
+    harness.fake.turns = [harness.fake.turns[0], Reply(tool_calls=[call("bash", {"command": "pwd; ls"})]), terminate("ok")]
+    await harness.cli("fork", origin.id, "--from-step", "1", "--id", "shell-fork")
+    result = await harness.result_of("shell-fork")
+    assert result["steps"][-2]["tool_calls"][0]["observation"].split() == [str(harness.directory("shell-fork") / "sub"), "here"]

@@ -7,7 +7,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from agent_model.activity_specs import RESTORE_WORKSPACE, RESTORE_WORKSPACE_CONFIG
-    from agent_model.fork import RestoreRequest, RestoreResult, fork_line, restore_note
+    from agent_model.fork import RestoreRequest, RestoreResult, fork_line, moved_paths, restore_note
     from agent_model.messages import user_message
     from agent_model.run import AgentRunInput
     from agent_model.run_state import RunState
@@ -35,6 +35,9 @@ async def restore_fork_directory(run: AgentRunInput, state: RunState, workspace:
         **scheduled(RESTORE_WORKSPACE_CONFIG, f"restore the files of {origin.run_id} at step {origin.step}"),
     )
     state.directory = result.directory
+    state.tool_state = {
+        tool: moved_paths(kept, origin.directory, result.directory) for tool, kept in state.tool_state.items()
+    }
     note = restore_note(result)
     if note is not None:
         state.memory.add(user_message(note))
