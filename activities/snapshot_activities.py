@@ -97,7 +97,7 @@ class SnapshotActivities:
 
 
 def restore(store: SnapshotStore, request: RestoreRequest) -> RestoreResult:
-    done = store.restore(request.origin, request.workflow_id, request.step, request.into)
+    done = store.restore(request.origin, request.workflow_id, request.step, request.into, request.earlier_than)
     if request.drop_later:
         store.drop_after(request.origin, request.workflow_id, request.step)
     if request.record_as is not None:

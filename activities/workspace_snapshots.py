@@ -163,13 +163,22 @@ class SnapshotStore:
                 found.append(int(number))
         return sorted(found)
 
-    def manifest_at(self, name: str, workflow_id: str, step: int) -> Manifest | None:
-        """The newest manifest of the run at or before `step`."""
+    def manifest_at(self, name: str, workflow_id: str, step: int, earlier_than: float | None = None) -> Manifest | None:
+        """The newest manifest of the run at or before `step`; if it has none,
+        and `earlier_than` is given, the newest of the directory's written
+        before that time (POSIX seconds)."""
         earlier = [s for s in self.steps(name, workflow_id) if s <= step]
-        if not earlier:
+        if earlier:
+            path = self.runs_dir(name, workflow_id) / f"{_STEP_PREFIX}{earlier[-1]}{_STEP_SUFFIX}"
+            return Manifest.from_json(path.read_text(encoding="utf-8"))
+        if earlier_than is None:
             return None
-        path = self.runs_dir(name, workflow_id) / f"{_STEP_PREFIX}{earlier[-1]}{_STEP_SUFFIX}"
-        return Manifest.from_json(path.read_text(encoding="utf-8"))
+        written = [
+            (status.st_mtime, path)
+            for path in (self.store_dir(name) / "runs").glob(f"*/{_STEP_PREFIX}*{_STEP_SUFFIX}")
+            if (status := path.stat()).st_mtime < earlier_than
+        ]
+        return Manifest.from_json(max(written)[1].read_text(encoding="utf-8")) if written else None
 
     def drop_after(self, name: str, workflow_id: str, step: int) -> None:
         """Forget the run's manifests of steps after `step` (a rewound run's abandoned future)."""
@@ -207,11 +216,13 @@ class SnapshotStore:
 
     # ---- restoring one ---------------------------------------------------------------
 
-    def restore(self, origin: str, workflow_id: str, step: int, into: str) -> Restored:
+    def restore(
+        self, origin: str, workflow_id: str, step: int, into: str, earlier_than: float | None = None
+    ) -> Restored:
         """Make run directory `into` hold what `origin` held at the end of
-        `step` of `workflow_id` (the newest manifest at or before it; none:
-        nothing)."""
-        manifest = self.manifest_at(origin, workflow_id, step)
+        `step` of `workflow_id` (the newest manifest at or before it, see
+        manifest_at; none: nothing)."""
+        manifest = self.manifest_at(origin, workflow_id, step, earlier_than)
         run_dir = self.workspace.run_dir(into)
         done = Restored(run_dir, manifest.step if manifest else None)
         wanted = manifest.entries if manifest else {}

@@ -36,6 +36,9 @@ class ForkOrigin(BaseModel):
     """The origin's run directory name, whose snapshots the fork restores."""
     directory: str = ""
     """The origin's run directory path on the workers, as its state had it."""
+    started_at: float | None = None
+    """When the origin run began (POSIX seconds): a flow's step that had no
+    snapshot of its own yet had the files of the flow's newest snapshot before it."""
 
 
 class RestoreRequest(BaseModel):
@@ -53,6 +56,10 @@ class RestoreRequest(BaseModel):
     `step`, so a fork of the fork finds them."""
     drop_later: bool = False
     """A rewind: the snapshots of later steps belong to the abandoned future."""
+    earlier_than: float | None = None
+    """When the run has no snapshot at or before `step`: restore the newest
+    snapshot of the directory (any run's) taken before this time (POSIX
+    seconds), i.e. what an earlier step of a flow left; None: an empty directory."""
 
 
 class RestoreResult(BaseModel):

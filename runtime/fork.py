@@ -14,6 +14,7 @@ before it goes on. The origin is only read: a running origin can be forked.
 from __future__ import annotations
 
 import uuid
+from datetime import timezone
 from typing import Any, TextIO
 
 from temporalio import workflow
@@ -99,6 +100,15 @@ async def state_at(client: Client, history: WorkflowHistory, step: int) -> StepC
     return capture
 
 
+def execution_is_first(history: WorkflowHistory) -> bool:
+    return not history.events[0].workflow_execution_started_event_attributes.continued_execution_run_id
+
+
+def first_started_at(history: WorkflowHistory) -> float:
+    """When the (first) execution began, POSIX seconds."""
+    return history.events[0].event_time.ToDatetime(tzinfo=timezone.utc).timestamp()
+
+
 def started_input(client: Client, history: WorkflowHistory) -> AgentRunInput:
     started = history.events[0].workflow_execution_started_event_attributes
     (run,) = client.data_converter.payload_converter.from_payloads(list(started.input.payloads), [AgentRunInput])
@@ -174,6 +184,7 @@ async def fork_input(
             run_id=origin_id, execution=execution, step=step,
             workspace=origin.workspace or workspace_name_for(origin_id),
             directory=capture.state.directory,
+            started_at=first_started_at(history) if execution_is_first(history) else None,
         ),
     )
     if json_size(fork) > INPUT_LIMIT:

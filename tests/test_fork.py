@@ -16,7 +16,7 @@ from config.settings import LLMSettings
 from runtime import fork
 from runtime.worker_factory import build_worker
 from testkit.cli import InProcessCli, cli_environment
-from testkit.e2e import child_env, server_address
+from testkit.e2e import child_env, server_address, wait_until
 from testkit.fake_openai import Reply, call, python, terminate
 from testkit.settings import make_settings, write_config
 from tests.test_planning_flow import FlowScript, plan_reply
@@ -191,6 +191,12 @@ async def test_a_fork_of_a_flow_step(harness):
     assert listed(result["steps"][-2]["tool_calls"][0]["observation"]) == AT_STEP_1
     assert files(harness.directory("flow-step-fork")) == AT_STEP_1
     assert files(flow_dir) == AT_STEP_2, "the flow's directory changed"
+
+    # The second step at its step 0 had what the first step left.
+    harness.fake.turns = [python(LIST_FILES), terminate("from the start of step 2")]
+    await harness.cli("fork", plan.steps[1].run_id, "--from-step", "0", "--id", "flow-step-two-fork")
+    result = await harness.result_of("flow-step-two-fork")
+    assert listed(result["steps"][0]["tool_calls"][0]["observation"]) == AT_STEP_1
     assert "is a planning flow; fork one of its steps" in await harness.cli(
         "fork", flow.id, "--from-step", "1", expect=2
     )
@@ -232,3 +238,14 @@ async def test_a_fork_keeps_the_shell_s_directory_in_its_own_directory(harness):
     await harness.cli("fork", origin.id, "--from-step", "1", "--id", "shell-fork")
     result = await harness.result_of("shell-fork")
     assert result["steps"][-2]["tool_calls"][0]["observation"].split() == [str(harness.directory("shell-fork") / "sub"), "here"]
+
+
+async def test_a_running_origin_can_be_forked(harness):
+    harness.fake.turns = [python(WRITE_STEP_1), Reply(tool_calls=[call("ask_human", {"inquire": "Go on?"})])]
+    origin = await harness.start()
+    await wait_until(lambda: origin.query(AgentWorkflow.pending_question), 30, "the question", 0.1)
+    harness.fake.turns = [python(WRITE_STEP_1), python(LIST_FILES), terminate("forked while it waits")]
+    out = await harness.cli("fork", origin.id, "--from-step", "1", "--id", "fork-of-running")
+    assert out.rstrip().endswith("forked while it waits")
+    assert "--from-step must be from 0 to 1" in await harness.cli("fork", origin.id, "--from-step", "2", expect=2)
+    await origin.cancel()

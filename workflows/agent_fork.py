@@ -29,7 +29,7 @@ async def restore_fork_directory(run: AgentRunInput, state: RunState, workspace:
         RESTORE_WORKSPACE,
         RestoreRequest(
             origin=origin.workspace, workflow_id=origin.run_id, step=origin.step, into=workspace,
-            record_as=workflow.info().workflow_id,
+            record_as=workflow.info().workflow_id, earlier_than=origin.started_at,
         ),
         result_type=RestoreResult,
         **scheduled(RESTORE_WORKSPACE_CONFIG, f"restore the files of {origin.run_id} at step {origin.step}"),
