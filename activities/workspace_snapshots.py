@@ -230,7 +230,7 @@ class SnapshotStore:
         top = os.open(run_dir, _DIR_FLAGS)
         try:
             _prune(top, "", wanted)
-            putting = _Putting(top, blobs, self.workspace.tool_owner, done)
+            putting = _Putting(top, blobs, self.workspace.tool_owner, done, self.workspace.reserve())
             for path in sorted(wanted, key=lambda p: p.split("/")):
                 putting.put(path, wanted[path])
             putting.close()
@@ -433,8 +433,8 @@ class _Putting:
     """Writes entries in depth-first order, holding a descriptor for each
     directory on the way down to the current one (never following a link)."""
 
-    def __init__(self, top: int, blobs: Path, owner: tuple[int, int] | None, done: Restored) -> None:
-        self.blobs, self.owner, self.done = blobs, owner, done
+    def __init__(self, top: int, blobs: Path, owner: tuple[int, int] | None, done: Restored, reserve: int) -> None:
+        self.blobs, self.owner, self.done, self.reserve = blobs, owner, done, reserve
         self.chain: list[tuple[str, int]] = [("", top)]
         """(directory path, its descriptor), from the top; the top is the caller's."""
 
@@ -471,6 +471,9 @@ class _Putting:
                     pass  # kept by the prune: a real directory
             elif entry.kind == LINK:
                 os.symlink(entry.blob, name, dir_fd=parent)
+            elif disk_use.free_bytes(parent) - entry.size < self.reserve:
+                self.done.skip(path, f"not restored: the disk is nearly full (less than {self.reserve / disk_use.MiB:g} MiB free)")
+                return
             else:
                 self._file(parent, name, entry)
             if self.owner is not None:

@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from temporalio.api.sdk.v1 import WorkflowMetadata
 
 from agent_model.run import AgentRunInput
 from agent_model.workspace_names import workspace_name_for
@@ -124,8 +125,10 @@ async def test_a_fork_goes_on_from_the_state_and_files_of_step_n(harness):
     shown = await harness.cli("show", "the-fork")
     assert shown.splitlines()[0].startswith(f"forked from {origin.id} at step 1")
     assert (await origin.result()).final_answer == "written", "the origin is untouched"
-    description = await harness.dev_env.client.get_workflow_handle("the-fork").describe()
-    assert f"forked from {origin.id} at step 1" in (await description.static_summary() or "")
+    forked = harness.dev_env.client.get_workflow_handle("the-fork")
+    assert f"forked from {origin.id} at step 1" in (await (await forked.describe()).static_summary() or "")
+    details = (await forked.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)).current_details
+    assert f"**forked from {origin.id} at step 1**" in details
 
 
 async def test_a_fork_with_a_new_task_and_llm(harness):

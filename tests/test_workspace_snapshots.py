@@ -227,3 +227,15 @@ def test_an_unreadable_file_is_skipped_and_said(tmp_path):
     closed.chmod(0)
     manifest = store.snapshot(RUN, WORKFLOW, 1)
     assert manifest.skipped[0].startswith("closed: cannot be read")
+
+
+def test_a_restore_writes_no_file_when_the_disk_is_below_its_reserve(tmp_path):
+    store, run_dir = make_store(tmp_path)
+    (run_dir / "sub").mkdir()
+    (run_dir / "sub" / "a.txt").write_text("a")
+    store.snapshot(RUN, WORKFLOW, 1)
+    free = os.statvfs(tmp_path).f_bavail * os.statvfs(tmp_path).f_frsize
+    low = SnapshotStore(Workspace(tmp_path / "ws", reserve_bytes=free))
+    done = low.restore(RUN, WORKFLOW, 1, "fork")
+    assert tree(done.directory) == {"sub": "/"}
+    assert done.skipped[0].startswith("sub/a.txt: not restored: the disk is nearly full")
