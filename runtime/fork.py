@@ -168,6 +168,7 @@ async def fork_input(
     origin = started_input(client, history)
     limits = origin.continuation or current_limits()
     state = forked_state(capture.state, fork_id, task=task, message=message, llm=llm)
+    state.budget = fork_llm_budget(settings, state.budget, llm)  # a ceiling the user raised in the origin
     state.records = compact_records(state.records, limits)
     state.plans = carried_plans(state.plans, limits)
     shown = task if task is not None else state.memory.request.content if state.memory.request else origin.task
