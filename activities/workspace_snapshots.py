@@ -51,6 +51,9 @@ MANIFEST_VERSION = 1
 CHUNK = 1024 * 1024
 SKIPPED_KEPT = 200
 """Skipped paths a manifest or a restore lists (the rest are counted)."""
+MAX_ENTRIES = 20_000
+"""Entries one manifest records: the run's code decides how many files there
+are, and each snapshot walks them all and writes a manifest of them."""
 
 DIR, FILE, LINK = "dir", "file", "link"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -261,6 +264,9 @@ class _Taking:
             names = sorted(entry.name for entry in listing)
         for entry_name in names:
             path = prefix + entry_name
+            if len(manifest.entries) >= MAX_ENTRIES:
+                manifest.skip(path, f"past the {MAX_ENTRIES} entries a snapshot records")
+                continue
             try:
                 status = os.stat(entry_name, dir_fd=fd, follow_symlinks=False)
             except FileNotFoundError:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from activities.workspace import Workspace
+from activities import workspace_snapshots
 from activities.workspace_snapshots import SnapshotStore
 
 RUN = "run-a"
@@ -239,3 +240,15 @@ def test_a_restore_writes_no_file_when_the_disk_is_below_its_reserve(tmp_path):
     done = low.restore(RUN, WORKFLOW, 1, "fork")
     assert tree(done.directory) == {"sub": "/"}
     assert done.skipped[0].startswith("sub/a.txt: not restored: the disk is nearly full")
+
+
+def test_a_snapshot_records_a_bounded_number_of_entries(tmp_path, monkeypatch):
+    monkeypatch.setattr(workspace_snapshots, "MAX_ENTRIES", 5)
+    store, run_dir = make_store(tmp_path)
+    (run_dir / "sub").mkdir()
+    for i in range(4):
+        (run_dir / f"f{i}").write_text(str(i))
+        (run_dir / "sub" / f"g{i}").write_text(str(i))
+    manifest = store.snapshot(RUN, WORKFLOW, 1)
+    assert len(manifest.entries) == 5 and manifest.skipped_count == 4
+    assert all("past the 5 entries a snapshot records" in line for line in manifest.skipped)
