@@ -20,6 +20,8 @@ class ToolCallRecord(BaseModel):
 
 class StepRecord(BaseModel):
     step: int
+    turn: int = Field(default=1, exclude_if=lambda value: value == 1)
+    """The session turn the step belongs to (agent_model/session.py); 1 for a run that is no session."""
     thought: str | None = None
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     usage: TokenUsage = Field(default_factory=TokenUsage)

@@ -14,6 +14,7 @@ from agent_model.payload import PAYLOAD_LIMIT, clip, first_within, fit, json_siz
 from agent_model.profiles import AgentProfile, get_profile
 from agent_model.records import StepRecord, ToolCallRecord
 from agent_model.run_state import RunState
+from agent_model.session import SessionTerms, TurnRecord
 from agent_model.state import AgentState, StopReason
 from agent_model.usage import TokenUsage
 
@@ -55,6 +56,9 @@ class AgentRunInput(BaseModel):
     forked_from: ForkOrigin | None = None
     """Set for a fork (runtime/fork.py): the run and step it starts from; its
     first execution restores the directory before anything else."""
+    session: SessionTerms | None = Field(default=None, exclude_if=lambda value: value is None)
+    """Set for a session (`chat`): after a turn the run waits for the next
+    message instead of ending (agent_model/session.py); None: it ends."""
 
 
 def resolved_profile(run: AgentRunInput) -> AgentProfile:
@@ -153,6 +157,8 @@ class AgentRunResult(BaseModel):
     raised_budget: Budget | None = None
     """The budget the run ended with when the user raised a ceiling at it; a
     flow raises its own by as much (agent_model/budget_raise.py raised_by)."""
+    turns: list[TurnRecord] = Field(default_factory=list, exclude_if=lambda value: not value)
+    """A session's turns, newest last (each its message and how it ended); empty: no session."""
 
     @property
     def succeeded(self) -> bool:

@@ -25,6 +25,7 @@ from agent_model.memory import Memory
 from agent_model.plan import PlanBook
 from agent_model.profiles import AgentProfile
 from agent_model.records import StepRecord
+from agent_model.session import SessionState
 from agent_model.state import AgentState
 from agent_model.think_context import ContextSync
 from agent_model.usage import TokenUsage
@@ -63,6 +64,8 @@ class RunState(BaseModel):
     final_answer: str | None = None
     note: str | None = None
     """Why the run ended, once it has."""
+    session: SessionState | None = Field(default=None, exclude_if=lambda value: value is None)
+    """A session's turns and inbox (agent_model/session.py); None: the run is no session."""
     tool_state: dict[str, JsonValue] = Field(default_factory=dict)
     """Each stateful tool's slot, by tool name (see the module docstring)."""
     _slots: dict[str, BaseModel] = PrivateAttr(default_factory=dict)

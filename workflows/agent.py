@@ -12,6 +12,7 @@ it after a crash.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError
@@ -28,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from agent_model.prompting import fill
     from agent_model.run import NOTE_LIMIT, AgentRunInput, AgentRunResult, fit_result, resolved_profile
     from agent_model.run_state import RunState
+    from agent_model.session import first_session
     from agent_model.state import AgentState, StopReason
     from agent_model.think_context import ContextSync
     from agent_model.tool_spec import scheduled
@@ -36,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import search_attributes
     from workflows.agent_fork import origin_line, restore_due, restore_fork_directory
     from workflows.agent_handlers import AgentHandlers
+    from workflows.agent_session import SessionHandlers, Turns
     from workflows.agent_step import Stepper
     from workflows.agent_tools import RunTools
     from workflows.budget_ask import ask_to_raise
@@ -54,7 +57,7 @@ def last_assistant_text(memory: Memory) -> str | None:
 
 
 @workflow.defn
-class AgentWorkflow(AgentHandlers):
+class AgentWorkflow(AgentHandlers, SessionHandlers):
     @workflow.init
     def __init__(self, run: AgentRunInput) -> None:
         info = workflow.info()
@@ -65,39 +68,18 @@ class AgentWorkflow(AgentHandlers):
         self.state = run.carried or RunState(context=ContextSync(key=f"{info.workflow_id}/{info.run_id}"))
         self.tools = RunTools(self.state, self.workspace, self._publish_details, run.approval)
         self.stepper = Stepper(self.state, self.tools, self._publish_details, budget=run.budget)
+        if run.session is not None and self.state.session is None:
+            self.state.session = first_session(run.task)
+        self.turns = Turns(self.state, run.session, self._publish_details)
 
     @workflow.run
     async def run(self, run: AgentRunInput) -> AgentRunResult:
         state = self.state
         state.agent_state = AgentState.RUNNING
-        ending: Ending
-        try:
-            if run.carried is None:
-                await self._begin(run)
-            elif restore_due(run, state):
-                await restore_fork_directory(run, state, self.workspace)
-            profile = self.tools.profile
-            self._publish_details()
-            while state.step < profile.max_steps:
-                if cancel_requested():
-                    raise Cancelled()
-                await self._stop_if_budget_spent()
-                if self._time_to_continue_as_new(run):
-                    await self._continue_as_new(run)
-                state.step += 1
-                await self.stepper.step()
-            raise RunEnded(StopReason.MAX_STEPS, fill(agent_notes.MAX_STEPS_NOTE, max_steps=profile.max_steps))
-        except RunEnded as end:
-            ending = (end.state, end.reason, end.note)
-        except UnknownAgent as e:
-            ending = (AgentState.ERROR, StopReason.ERROR, str(e))
-        except (Cancelled, asyncio.CancelledError):
-            ending = (AgentState.CANCELLED, StopReason.CANCELLED, agent_notes.CANCELLED_NOTE)
-        except ActivityError as e:
-            if is_cancellation(e):
-                ending = (AgentState.CANCELLED, StopReason.CANCELLED, agent_notes.CANCELLED_NOTE)
-            else:
-                ending = (AgentState.ERROR, StopReason.ERROR, root_message(e))
+        ending = await self._ending_of(self._turn(run))
+        # A session (agent_model/session.py) waits for a message after each turn.
+        while self.turns.goes_on(ending, self._turn_answer):
+            ending = await self._ending_of(self._turn(run))
         if state.profile is not None:
             await self.tools.at_run_end()
         if cancel_requested():
@@ -106,6 +88,48 @@ class AgentWorkflow(AgentHandlers):
             self._finish(AgentState.CANCELLED, StopReason.CANCELLED, agent_notes.CANCELLED_NOTE)
             raise CancelledError(agent_notes.CANCELLED_NOTE)
         return self._finish(*ending)
+
+    async def _turn(self, run: AgentRunInput) -> None:
+        """Steps until the run would end (raised as RunEnded); a session's
+        later turns first wait for their message."""
+        state = self.state
+        if state.profile is None:
+            await self._begin(run)
+        elif restore_due(run, state):
+            await restore_fork_directory(run, state, self.workspace)
+        if self.turns.between_turns():
+            await self.turns.next_message()
+        profile = self.tools.profile
+        self._publish_details()
+        earlier_turns = self.turns.steps_before_turn()
+        while state.step - earlier_turns < profile.max_steps:
+            if cancel_requested():
+                raise Cancelled()
+            await self._stop_if_budget_spent()
+            if self._time_to_continue_as_new(run):
+                await self._continue_as_new(run)
+            state.step += 1
+            await self.stepper.step()
+        raise RunEnded(StopReason.MAX_STEPS, fill(agent_notes.MAX_STEPS_NOTE, max_steps=profile.max_steps))
+
+    async def _ending_of(self, turn: Awaitable[None]) -> Ending:
+        """How a turn ended: every way out of the loop, as (state, reason, note)."""
+        try:
+            await turn
+            raise AssertionError("a turn ends by raising")
+        except RunEnded as end:
+            return (end.state, end.reason, end.note)
+        except UnknownAgent as e:
+            return (AgentState.ERROR, StopReason.ERROR, str(e))
+        except (Cancelled, asyncio.CancelledError):
+            return (AgentState.CANCELLED, StopReason.CANCELLED, agent_notes.CANCELLED_NOTE)
+        except ActivityError as e:
+            if is_cancellation(e):
+                return (AgentState.CANCELLED, StopReason.CANCELLED, agent_notes.CANCELLED_NOTE)
+            return (AgentState.ERROR, StopReason.ERROR, root_message(e))
+
+    def _turn_answer(self) -> str | None:
+        return self.state.final_answer or last_assistant_text(self.state.memory)
 
     async def _begin(self, run: AgentRunInput) -> None:
         """A new run: its profile as the starter resolved it (older inputs name a
@@ -194,6 +218,7 @@ class AgentWorkflow(AgentHandlers):
                 cost=self._cost(),
                 directory=state.directory or None,
                 raised_budget=state.budget,
+                turns=state.session.turns if state.session else [],
             )
         )
 
@@ -221,6 +246,7 @@ class AgentWorkflow(AgentHandlers):
             lines.append(
                 f"**continued** after step {state.steps_before}, in execution {len(state.earlier_runs) + 1} of this run"
             )
+        lines.extend(self.turns.details())
         if state.desk.pending is not None:
             lines.append(f"**waiting for the user** (question {state.desk.pending.id}): {state.desk.pending.text}")
         gated = state.approvals.pending

@@ -68,7 +68,7 @@ class Stepper:
         response = await self._think()
         reply = read_reply(response, profile)
         record = StepRecord(
-            step=state.step, thought=response.message.content, usage=response.usage,
+            step=state.step, turn=state.session.turn if state.session else 1, thought=response.message.content, usage=response.usage,
             cost=run_cost(self.budget, profile.llm, response.usage),
         )
         if reply.kind == ReplyKind.CONTENT_FILTERED:
