@@ -83,6 +83,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("DURABLE_MANUS_BUILD_ID", "[worker] build_id", text, "Worker Deployment Versioning: this worker's build", key=("worker", "build_id")),
     Variable("BRAVE_API_KEY", "[search] brave_api_key", text, "web_search's Brave key", key=("search", "brave_api_key"), secret=True),
     Variable("TAVILY_API_KEY", "[search] tavily_api_key", text, "web_search's Tavily key", key=("search", "tavily_api_key"), secret=True),
+    Variable("DURABLE_MANUS_SESSION_IDLE_MINUTES", "[session] idle_minutes", text, "minutes a chat session waits for the next message before it ends (default 30)", key=("session", "idle_minutes")),
     Variable("TEMPORAL_TASK_QUEUE", "task_queue", text, "the task queue workers poll and runs start on (default durable-manus)"),
     Variable("DURABLE_MANUS_SERVER_WAIT", "server_wait_seconds", seconds(1, 3600), "seconds a following starter waits for a Temporal server that stopped answering (default 60)"),
     Variable("DURABLE_MANUS_PICKUP_WAIT", "pickup_wait_seconds", seconds(0.5, 600), "seconds a detached start waits to see a worker take the run (default 3)"),

@@ -25,6 +25,7 @@ from config.config_file import DEFAULT_CONFIG_PATH, REPO_DIR, ConfigError, read_
 from config.environment import origins_in
 from config.llm_settings import LLMSettings, llm_where, parse_llm
 from config.openmanus_sections import OPENMANUS_KEYS, OWN_SECTIONS, openmanus_sections
+from config.session_settings import SessionSettings
 from config.validation import validated
 from config.web_settings import KEYED_ENGINES, SearchSettings, WebSettings
 from config.worker_settings import ToolsSection, WorkerSection, WorkspaceSection
@@ -93,6 +94,8 @@ class Settings(BaseModel):
     """`[approval]`: which tool calls wait for a person's decision (config/approval_settings.py)."""
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     """`[budget]`: whether a run at its ceiling asks for a higher one (config/budget_settings.py)."""
+    session: SessionSettings = Field(default_factory=SessionSettings)
+    """`[session]`: the terms of the runs `chat` starts (config/session_settings.py)."""
     server_wait_seconds: float = DEFAULT_SERVER_WAIT
     """How long a starter that follows a run waits for a Temporal server that
     stopped answering before it gives up (exit 3; the run is safe)."""
@@ -193,6 +196,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     browser = parse_browser(source, data.get("browser", {}), notes)
     approval = validated(ApprovalSettings, source, "[approval]", data.get("approval", {}))
     budget = validated(BudgetSettings, source, "[budget]", data.get("budget", {}))
+    session = validated(SessionSettings, source, "[session]", data.get("session", {}), origins_in(origins, "session"))
     server_wait = environment.read(env, "DURABLE_MANUS_SERVER_WAIT")
     pickup_wait = environment.read(env, "DURABLE_MANUS_PICKUP_WAIT")
     environment.read(env, "DURABLE_MANUS_QUERY_WAIT")  # run control reads it; refused here like the others
@@ -216,6 +220,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         browser=browser,
         approval=approval,
         budget=budget,
+        session=session,
         server_wait_seconds=DEFAULT_SERVER_WAIT if server_wait is None else server_wait,
         pickup_wait_seconds=DEFAULT_PICKUP_WAIT if pickup_wait is None else pickup_wait,
         runflow_data_analysis=runflow_data_analysis,

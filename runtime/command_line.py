@@ -178,6 +178,28 @@ class Fork:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Chat:
+    """Talk to a run turn by turn: one follow-up, or the prompt loop in a terminal (runtime/chat.py)."""
+
+    name: ClassVar[str] = "chat"
+    run_id: str | None = None
+    """The run to go on with; None: a new session (asks for its task)."""
+    message: str | None = None
+    """The follow-up; None: the prompt loop (in a terminal)."""
+    agent: str = "manus"
+    max_steps: int | None = None
+    steps_per_run: int | None = None
+    llm: str | None = None
+    new_id: str | None = None
+    """--id: the workflow id of a new session."""
+    max_tokens: int | None = None
+    max_cost: float | None = None
+    approve: ApprovalMode | None = None
+    worker: str = "auto"
+    config: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class ServeWorker:
     """worker.py's main with these arguments (checked against its options when parsed)."""
 
@@ -208,18 +230,18 @@ class McpServe:
 
 Command = (
     Run | Attach | ListRuns | Show | Result | Answer | Approve | Reject | Cancel | Rewind | Fork | ServeWorker
-    | StartServer | McpServe
+    | StartServer | McpServe | Chat
 )
 COMMANDS = {
     c.name: c
     for c in (
         Run, Attach, ListRuns, Show, Result, Answer, Approve, Reject, Cancel, Rewind, Fork, ServeWorker, StartServer,
-        McpServe,
+        McpServe, Chat,
     )
 }
 COMMANDS["mcp"] = Run
 """`mcp` is a run of the mcp agent (parse_command builds it)."""
-FOLLOWS_A_RUN = (Run, Attach, Rewind, Fork)
+FOLLOWS_A_RUN = (Run, Attach, Rewind, Fork, Chat)
 """Commands that follow a run to its end. Only they may start the embedded
 server (a new run goes there, an existing one lives there), and their
 interruptions say how to resume."""
@@ -234,7 +256,7 @@ is itself a command name goes after `run`: python starter.py run list
 Each command's own options: python starter.py COMMAND --help
 
 list, show, result, answer, approve, reject and cancel never start a Temporal server: with
-none to reach they say so in one line (exit 2). run, attach, rewind and fork start
+none to reach they say so in one line (exit 2). run, attach, rewind, fork and chat start
 the embedded one when TEMPORAL_ADDRESS is unset and nothing answers on
 127.0.0.1:7233; `server` starts it alone.
 
@@ -389,6 +411,9 @@ def build_parser() -> Parser:
     add_fork_options(commands.add_parser(
         "fork", help="start a new run from a run's state and files at the end of step N, and follow it"
     ))
+    add_chat_options(commands.add_parser(
+        "chat", help="talk to a run turn by turn: send a follow-up, or (in a terminal) open a session"
+    ))
     add_worker_arguments(commands.add_parser("worker", help="run a worker, as python worker.py (same options)"))
     commands.add_parser("server", help="start the embedded Temporal server, detached, unless it runs already")
     mcp = commands.add_parser("mcp-server", help="serve MCP tools to start, follow, answer and cancel runs (stdio)")
@@ -445,6 +470,48 @@ def add_mcp_run_options(mcp: argparse.ArgumentParser) -> None:
     add_config(mcp)
 
 
+def add_chat_options(chat: argparse.ArgumentParser) -> None:
+    chat.add_argument("run_id", metavar="ID", nargs="?", help="the run to go on with (default: a new session)")
+    chat.add_argument("message", metavar="MESSAGE", nargs="?", help="the follow-up (default: ask, in a terminal)")
+    chat.add_argument("--agent", default="manus", help="a new session's agent profile; default manus")
+    chat.add_argument("--max-steps", type=int, help="a new session's step limit per turn")
+    chat.add_argument("--steps-per-run", type=int, help="a new session goes on in a new Temporal execution every N steps")
+    chat.add_argument("--llm", metavar="NAME", help="a new session's [llm.NAME] for every think")
+    chat.add_argument("--id", dest="new_id", metavar="ID", help="workflow id for a new session (default: generated)")
+    chat.add_argument(
+        "--approve", choices=[mode.value for mode in ApprovalMode], type=str.lower,
+        help="a new session's gated calls: risky, all or none; default: [approval] mode",
+    )
+    add_budget_options(chat, flow=False)
+    add_config(chat)
+    add_worker_mode(chat)
+
+
+def chat_command(args: argparse.Namespace) -> Chat:
+    if args.run_id is not None and not args.run_id.strip():
+        raise UsageError("the run id is empty")
+    if args.message is not None and not args.message.strip():
+        raise UsageError('the message is empty; usage: python starter.py chat ID "message"')
+    new = args.run_id is None
+    given = [name for name, value in (
+        ("--agent", args.agent != "manus"), ("--max-steps", args.max_steps), ("--steps-per-run", args.steps_per_run),
+        ("--llm", args.llm), ("--id", args.new_id), ("--approve", args.approve), ("--max-tokens", args.max_tokens),
+        ("--max-cost", args.max_cost),
+    ) if value]
+    if not new and given:
+        raise UsageError(f"{given[0]} is for a new session (chat without ID); an existing run keeps its own")
+    get_profile(args.agent)
+    for option, value in (("--max-steps", args.max_steps), ("--steps-per-run", args.steps_per_run)):
+        if value is not None and value < 1:
+            raise UsageError(f"{option} must be at least 1")
+    check_budget_options(args)
+    return Chat(
+        run_id=args.run_id, message=args.message, agent=args.agent, max_steps=args.max_steps,
+        steps_per_run=args.steps_per_run, llm=args.llm, new_id=args.new_id, max_tokens=args.max_tokens,
+        max_cost=args.max_cost, approve=approve_mode(args), worker=args.worker, config=args.config,
+    )
+
+
 def host_port(value: str) -> tuple[str, int]:
     """--http's HOST:PORT (an IPv6 host in brackets: [::1]:8000)."""
     host, colon, port = value.rpartition(":")
@@ -484,6 +551,8 @@ def parse_command(argv: Sequence[str]) -> Command:
         command = reject_command(args)
     elif args.command == "fork":
         command = fork_command(args)
+    elif args.command == "chat":
+        command = chat_command(args)
     else:
         command = COMMANDS[args.command](**{k: v for k, v in vars(args).items() if k != "command"})
     if isinstance(command, (Approve, Reject)) and command.call is not None and not CALL_ID.fullmatch(command.call):
@@ -510,6 +579,7 @@ def not_utf8(args: argparse.Namespace) -> str | None:
     names = {
         "task": "the task",
         "text": "the answer",
+        "message": "the message",
         "words": "the reason",
         "edit": "--edit",
         "run_id": "--id" if new_run else "the run id",

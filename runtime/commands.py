@@ -19,7 +19,7 @@ from runtime.ad_hoc_mcp import with_ad_hoc_server
 from runtime import approvals, fork, run_control
 from agent_model.approval_desk import ApprovalAction
 from runtime.command_line import (
-    FOLLOWS_A_RUN, Answer, Approve, Attach, Cancel, Command, Fork, ListRuns, McpServe, Reject, Result, Rewind, Run,
+    FOLLOWS_A_RUN, Answer, Approve, Attach, Cancel, Chat, Command, Fork, ListRuns, McpServe, Reject, Result, Rewind, Run,
     ServeWorker, Show,
     StartServer,
 )
@@ -127,6 +127,8 @@ async def execute(command: Command, following: Following | None = None, out: Tex
         # Refuses --max-cost without prices before any server is reached; the start resolves it again.
         llms = flow_llms(command.agents, command.llm) if command.flow else run_llms(command.agent, command.llm)
         run_budget(settings, llms, command.max_tokens, command.max_cost)
+    if isinstance(command, Chat):
+        chat_without_terminal_is_refused(command)
     client = await connect_for(command.name, isinstance(command, FOLLOWS_A_RUN), out)
     if isinstance(command, ListRuns):
         await run_control.list_runs(client, out)
@@ -157,6 +159,8 @@ async def execute(command: Command, following: Following | None = None, out: Tex
                 await run_control.cancel(client, command.run_id, out)
             return 0
 
+        if isinstance(command, Chat):
+            return await run_chat(client, settings, command, worker, out)
         handle, is_flow = await run_handle(client, settings, command, out)
         if following is not None:
             following.run_id = handle.id
@@ -170,6 +174,35 @@ async def execute(command: Command, following: Following | None = None, out: Tex
         if is_flow:
             return report_flow(await follow_flow(client, handle, out, watch=watch), out)
         return report(await follow(handle, out, watch=watch), out)
+
+
+def chat_without_terminal_is_refused(command: Chat) -> None:
+    if command.message is None and not sys.stdin.isatty():
+        target = command.run_id or "ID"
+        raise UsageError(
+            f'chat without a message asks for it in a terminal, and this input is none: python starter.py chat {target} "message"'
+        )
+
+
+async def run_chat(client: Client, settings: Settings, command: Chat, worker: InProcessWorker, out: TextIO) -> int:
+    """`chat`: one follow-up (exit 0 when its turn finished its task), or the prompt loop."""
+    from runtime import chat  # here: only chat needs it
+
+    watch = Watch(client, worker.on_stall, lost_retry_seconds=settings.server_wait_seconds)
+    if command.run_id is not None:
+        await worker.start_unless_answered(command.run_id)  # a closed run's state is read by replaying it
+    if command.message is not None:
+        assert command.run_id is not None
+        done = await chat.send_and_follow(client, settings, command.run_id, command.message, out, watch, sys.stdin.isatty())
+        print(chat.come_back_line(command.run_id, settings), file=out)
+        return 0 if done else 1
+    new_run = None
+    if command.run_id is None:
+        new_run = dict(
+            agent=command.agent, max_steps=command.max_steps, steps_per_run=command.steps_per_run, run_id=command.new_id,
+            llm=command.llm, max_tokens=command.max_tokens, max_cost=command.max_cost, approve=command.approve,
+        )
+    return await chat.conversation(client, settings, command.run_id, sys.stdin, out, watch, new_run)
 
 
 EXIT_SERVER_LOST = 3

@@ -24,6 +24,7 @@ from agent_model.flow import PlanningFlowResult
 from agent_model.plan import Plan, StepStatus
 from agent_model.payload import PAYLOAD_LIMIT, first_within
 from agent_model.run import AgentRunInput, AgentRunResult, AgentStatus, HumanAnswer, HumanQuestion, StepRecord
+from agent_model.session import SessionView, TurnRecord
 from agent_model.state import AgentState
 from agent_model.errors import CONTEXT_MISSING_ERROR
 from agent_model.workspace_names import workspace_name_for
@@ -363,9 +364,16 @@ async def list_runs(client: Client, out: TextIO, limit: int = LIST_LIMIT) -> Non
 # ---- show and result -----------------------------------------------------------------
 
 
-def transcript(records: list[StepRecord]) -> str:
+def transcript(records: list[StepRecord], turns: list[TurnRecord] | None = None) -> str:
+    """The steps, each turn of a session under a header with its message."""
     lines: list[str] = []
+    messages = {turn.turn: turn.message for turn in turns or []}
+    turn_shown = None
     for record in records:
+        if (messages or record.turn > 1) and record.turn != turn_shown:
+            turn_shown = record.turn
+            message = " ".join(messages.get(record.turn, "").split())
+            lines.append(f"══ turn {record.turn}: {message} ══" if message else f"══ turn {record.turn} ══")
         usage = record.usage
         cost = "" if record.cost is None else f", {money(record.cost)}"
         lines.append(f"── step {record.step} ── {usage.prompt_tokens}+{usage.completion_tokens} tokens{cost}")
@@ -454,7 +462,20 @@ async def show(client: Client, run_id: str, out: TextIO) -> None:
         if runs:
             print(inert("\nStep runs (show each with --show ID):\n" + "\n".join(runs)), file=out)
         return
-    print(inert(transcript(await records_of(client, run_id, out))) or "(no step finished yet)", file=out)
+    records = await records_of(client, run_id, out)
+    print(inert(transcript(records, await turns_of(client, run_id))) or "(no step finished yet)", file=out)
+
+
+async def turns_of(client: Client, run_id: str) -> list[TurnRecord]:
+    """A session's turns (empty for a run that is no session)."""
+    description = await describe(client, run_id)
+    if not is_running(description):
+        try:
+            return (await finished_result(client, run_id, description)).turns
+        except RunEnded:
+            return []
+    view: SessionView | None = await query(client.get_workflow_handle_for(AgentWorkflow.run, run_id), AgentWorkflow.session)
+    return view.turns if view is not None else []
 
 
 # ---- rewind ----------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from agent_model.continuation import current_limits
 from agent_model.flow import PlanningFlowInput
 from agent_model.messages import user_message
 from agent_model.profiles import get_profile
+from agent_model.session import SessionTerms
 from agent_model.run import AgentRunInput, AgentRunResult, resolved_profile
 from config.llm_settings import llm_where
 from config.settings import Settings
@@ -113,6 +114,7 @@ def agent_run_input(
     mcp_servers: tuple[str, ...] | None = None,
     budget: Budget | None = None,
     approval: ApprovalPolicy | None = None,
+    session: SessionTerms | None = None,
 ) -> AgentRunInput:
     """A new run's input, holding everything that decides its commands: the
     profile resolved now (overrides applied), its budget and prices, its
@@ -121,7 +123,7 @@ def agent_run_input(
     run = AgentRunInput(
         task=task, agent=agent, max_steps=max_steps, steps_per_run=steps_per_run, llm=llm,
         mcp_servers=list(mcp_servers) if mcp_servers is not None else None, budget=budget,
-        approval=approval,
+        approval=approval, session=session,
     )
     return run.model_copy(update={"profile": with_tool_terms(resolved_profile(run)), "continuation": current_limits()})
 
@@ -171,7 +173,9 @@ async def start_agent_run(
     max_cost: float | None = None,
     approve: ApprovalMode | None = None,
     ask_at_budget: bool | None = None,
+    session: SessionTerms | None = None,
 ) -> WorkflowHandle:
+    """Start an agent run (a session when `session` has its terms)."""
     budget = run_budget(settings, run_llms(agent, llm), max_tokens, max_cost, ask_at_budget)
     registered = await run_control.search_attributes_registered(client)
     started = await client.start_workflow(
@@ -179,7 +183,7 @@ async def start_agent_run(
         agent_run_input(
             task, agent=agent, max_steps=max_steps, steps_per_run=steps_per_run, llm=llm, mcp_servers=mcp_servers,
             budget=budget,
-            approval=settings.approval.policy_for(agent, approve),
+            approval=settings.approval.policy_for(agent, approve), session=session,
         ),
         id=run_id or f"{agent}-{uuid.uuid4().hex[:12]}",
         task_queue=settings.task_queue,

@@ -242,6 +242,7 @@ BAD_VALUES = {
     "DURABLE_MANUS_BUILD_ID": "v" * 256,
     "BRAVE_API_KEY": "brave-secret\n",
     "TAVILY_API_KEY": " tvly-secret",
+    "DURABLE_MANUS_SESSION_IDLE_MINUTES": "0",
     "TEMPORAL_TASK_QUEUE": "queue\n",
     "DURABLE_MANUS_SERVER_WAIT": "soon",
     "DURABLE_MANUS_PICKUP_WAIT": "0",
