@@ -83,6 +83,7 @@ from agent_model.approval_desk import ApprovalAction, ApprovalDecision  # noqa: 
 from agent_model.flow import PlanningFlowInput  # noqa: E402
 from agent_model.profiles import AgentProfile  # noqa: E402
 from agent_model.run import AgentRunInput, AgentRunResult, AgentStatus, HumanAnswer, HumanQuestion  # noqa: E402
+from agent_model.session import SessionMessage, SessionTerms  # noqa: E402
 from agent_model.state import AgentState, StopReason  # noqa: E402
 from config.settings import LLMSettings, Settings  # noqa: E402
 from runtime.worker_factory import WORKFLOWS, build_worker, sandboxed_runner  # noqa: E402
@@ -559,6 +560,61 @@ async def record_forked_run(client: Client, fake: FakeOpenAI, scratch: Path, wor
     return await handle.fetch_history()
 
 
+SESSION_IDLE_SECONDS = 3
+"""A recorded session's idle time: long enough for the recorder's next message."""
+
+
+async def record_session_chain(
+    client: Client, fake: FakeOpenAI, scratch: Path, workflow_id: str, timeout: float = 60
+) -> list[WorkflowHistory]:
+    """A session of three turns, the second and third begun by send_message,
+    continued as new between turns 2 and 3 (steps_per_run 2), ended by its
+    idle time; every execution's history, first to last."""
+    fake.responder = lambda body, attempt: Reply(  # one think per turn: turn n's has n - 1 replies before it
+        tool_calls=[call("terminate", {"status": "success", "answer": f"answer {turn_of(body) + 1}"})]
+    )
+    settings = recording_settings(fake, scratch / "workspace")
+    terms = SessionTerms(idle_seconds=SESSION_IDLE_SECONDS)
+    async with build_worker(client, settings, identity=IDENTITY):
+        handle = await client.start_workflow(
+            AgentWorkflow.run,
+            AgentRunInput(task=TASK, agent="manus", session=terms, steps_per_run=2),
+            id=workflow_id,
+            task_queue=settings.task_queue,
+            result_type=AgentRunResult,
+        )
+        for turn in (2, 3):
+            deadline = asyncio.get_running_loop().time() + timeout
+            while True:
+                view = await handle.query(AgentWorkflow.session)
+                if view is not None and view.idle and view.turn == turn - 1:
+                    break
+                assert asyncio.get_running_loop().time() < deadline, f"turn {turn - 1} did not end"
+                await asyncio.sleep(0.05)
+            reply = await handle.execute_update(AgentWorkflow.send_message, SessionMessage(text=f"message {turn}"))
+            assert reply == f"turn {turn} starts now", reply
+        result = await asyncio.wait_for(handle.result(), timeout)
+    assert [t.answer for t in result.turns] == ["answer 1", "answer 2", "answer 3"], result.turns
+    assert "idle for 3 s" in (result.note or ""), result.note
+    chain, run_id = [], handle.first_execution_run_id
+    while run_id:
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        chain.append(history)
+        run_id = history.events[-1].workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+    assert len(chain) == 2, len(chain)
+    return chain
+
+
+async def record_session_run(client: Client, fake: FakeOpenAI, scratch: Path, workflow_id: str) -> WorkflowHistory:
+    """The session's first execution: two turns, then continue-as-new between turns."""
+    return (await record_session_chain(client, fake, scratch, workflow_id))[0]
+
+
+async def record_session_idle_run(client: Client, fake: FakeOpenAI, scratch: Path, workflow_id: str) -> WorkflowHistory:
+    """The session's second execution: its carried state, a turn, the idle end."""
+    return (await record_session_chain(client, fake, scratch, workflow_id))[1]
+
+
 SCENARIOS = {
     "answered": (HISTORY_PATH.name, HISTORY_WORKFLOW_ID),
     "cancelled": ("agent_run_cancelled.json", "agent-run-cancelled"),
@@ -572,6 +628,8 @@ SCENARIOS = {
     "budget-raised": ("agent_run_budget_raised.json", "agent-run-budget-raised"),
     "approval-decided": ("agent_run_approval.json", "agent-run-approval"),
     "forked": ("agent_run_forked.json", "agent-run-forked"),
+    "session": ("agent_run_session.json", "agent-run-session"),
+    "session-idle": ("agent_run_session_idle.json", "agent-run-session"),
     **{
         profile_scenario(agent): (f"agent_run_profile_{agent}.json", f"agent-run-profile-{agent.replace('_', '-')}")
         for agent in PROFILE_CALLS
@@ -613,6 +671,8 @@ async def record(scenario: str, client: Client, fake: FakeOpenAI, scratch: Path)
         "budget-raised": record_budget_raised_run,
         "approval-decided": record_approval_run,
         "forked": record_forked_run,
+        "session": record_session_run,
+        "session-idle": record_session_idle_run,
     }[scenario]
     return await recorder(client, fake, scratch, workflow_id)
 

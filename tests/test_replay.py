@@ -195,6 +195,8 @@ def history_file(name: str) -> dict:
             "agent_run_approval.json", "agent-run-approval",
             ["prepare_workspace", "think", "python_execute", "think", "python_execute", "think", "think"], "COMPLETED",
         ),
+        ("agent_run_session.json", "agent-run-session", ["prepare_workspace", "think", "think"], "CONTINUED_AS_NEW"),
+        ("agent_run_session_idle.json", "agent-run-session", ["think"], "COMPLETED"),
         (
             "agent_run_forked.json", "agent-run-forked",
             ["restore_workspace", "think", "python_execute", "think"], "COMPLETED",
@@ -241,6 +243,20 @@ async def test_each_scenario_history_is_what_it_claims_and_replays(name, workflo
         assert (run["forked_from"]["run_id"], run["forked_from"]["step"], run["carried"]["step"]) == (
             "agent-run-forked-origin", 1, 1
         )
+    elif "session" in name:  # turns begun by send_message; the idle end is a timer that fired
+        messages = [
+            json.loads(base64.b64decode(e["workflowExecutionUpdateAcceptedEventAttributes"]["acceptedRequest"]["input"]["args"]["payloads"][0]["data"]))
+            for e in data["events"]
+            if "workflowExecutionUpdateAcceptedEventAttributes" in e
+        ]
+        carried = started_input(data).get("carried")
+        if name == "agent_run_session.json":
+            assert messages == [{"text": "message 2"}, {"text": "message 3"}] and carried is None
+        else:
+            session = carried["session"]  # turn 3 had begun: its message is in memory, not the inbox
+            assert messages == [] and session["turn"] == 3 and session["inbox"] == [] and carried["step"] == 2
+            assert session["turns"][-1]["message"] == "message 3"
+            assert event_types(data).count("EVENT_TYPE_TIMER_FIRED") == 1
     elif "continued" in name:  # begins from the state the first execution carried
         assert "continuedExecutionRunId" in data["events"][0]["workflowExecutionStartedEventAttributes"]
     result = await replayer().replay_workflow(as_history(data, workflow_id))
