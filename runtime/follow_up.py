@@ -5,7 +5,9 @@ MCP server's `send_message` both send through here."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TextIO
 
 from temporalio.api.common.v1 import WorkflowExecution as ProtoWorkflowExecution
@@ -18,7 +20,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from agent_model.continuation import current_limits
 from agent_model.payload import clip
 from agent_model.run import AgentRunInput, AgentRunResult, RunState
-from agent_model.session import SessionMessage, SessionTerms, SessionView, reopened
+from agent_model.session import SessionMessage, SessionTerms, SessionView, TurnRecord, reopened
 from agent_model.workspace_names import workspace_name_for
 from config.settings import Settings
 from runtime import run_control
@@ -36,6 +38,7 @@ class Delivery:
     """Where a follow-up went: the run (followed from here on), the turn it
     begins, and what the run replied."""
 
+    client: Client
     handle: WorkflowHandle
     turn: int
     reply: str
@@ -105,7 +108,7 @@ async def to_open_run(client: Client, run_id: str, text: str) -> Delivery | None
         raise
     view: SessionView | None = await run_control.query(handle, AgentWorkflow.session)
     turn = turn_of_reply(reply, view)
-    return Delivery(handle, turn, reply)
+    return Delivery(client, handle, turn, reply)
 
 
 def turn_of_reply(reply: str, view: SessionView | None) -> int:
@@ -168,4 +171,30 @@ async def to_closed_run(
     except WorkflowAlreadyStartedError:
         return None
     turn = carried.session.turn + 1
-    return Delivery(agent_handle(client, run_id), turn, f"turn {turn} starts now (the run went on in a new execution)")
+    return Delivery(client, agent_handle(client, run_id), turn, f"turn {turn} starts now (the run went on in a new execution)")
+
+
+TURN_POLL_SECONDS = 0.3
+
+
+async def turn_within(delivery: Delivery, seconds: float) -> TurnRecord | AgentRunResult | None:
+    """How the delivered turn ended, if it did within `seconds` (the run's
+    result when the run closed first); None while it works."""
+    handle = delivery.handle
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            view: SessionView | None = await handle.query(AgentWorkflow.session, rpc_timeout=timedelta(seconds=5))
+        except RPCError:
+            view = None  # no worker yet, or the execution just closed
+        record = next((t for t in view.turns if t.turn == delivery.turn), None) if view is not None else None
+        if record is not None and record.ended:
+            return record
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        ended = await run_control.result_within(handle, min(TURN_POLL_SECONDS, remaining))
+        if isinstance(ended, AgentRunResult):
+            return next((t for t in ended.turns if t.turn == delivery.turn and t.ended), None) or ended
+        if ended is not None:
+            raise RunControlError(await run_control.ended_line(delivery.client, handle.id, ended))

@@ -40,9 +40,10 @@ from agent_model.flow import DEFAULT_FLOW_TIMEOUT_SECONDS, FINALIZE_RESERVE_SECO
 from agent_model.plan import Plan
 from agent_model.profiles import BUILTIN_PROFILES
 from agent_model.run import AgentRunResult, AgentStatus, HumanQuestion
+from agent_model.session import MESSAGE_LIMIT
 from agent_model.state import AgentState
 from config.settings import Settings, load_settings
-from runtime import run_control
+from runtime import follow_up, run_control
 from runtime.connection import connect_config, is_unreachable
 from runtime.embedded_server import web_ui_url
 from runtime.in_process_worker import InProcessWorker
@@ -99,7 +100,8 @@ carried out step by step) returns a run id at once; the run goes on without
 this conversation. Follow it with run_status and run_steps, answer with
 answer_question when run_status shows a pending question, decide a gated
 tool call with decide_call when it shows a pending approval, wait for the end
-with run_result (wait_seconds), stop it with cancel_run. list_runs shows the
+with run_result (wait_seconds), stop it with cancel_run. send_message goes on
+with a run (finished or idle) in the same conversation, as its next turn. list_runs shows the
 recent runs. A worker process must be running for runs to make progress:
 start_run says whether one is."""
 
@@ -479,6 +481,35 @@ class RunTools:
         )
         return {"accepted": True, "run_id": decided, "call_id": call_id or waiting.id, "action": action}
 
+    async def send_message(
+        self,
+        run_id: RunId,
+        text: Annotated[str, Field(min_length=1, max_length=MESSAGE_LIMIT, description="the follow-up message")],
+        wait_seconds: Annotated[
+            float, Field(ge=0, le=MAX_RESULT_WAIT_SECONDS, description="wait up to this long for the turn's answer")
+        ] = 30,
+    ) -> dict[str, Any]:
+        """Send a follow-up to an agent run: it goes on in the same
+        conversation (memory, files, plan) as its next turn. An idle session
+        starts the turn at once, a working one queues it; a run that ended goes
+        on in a new execution. Returns the turn's answer if it came within
+        wait_seconds, else that it is working (see run_status, run_steps)."""
+        run_id = run_id_of(run_id)
+        text = sendable(text, "the message")
+        client = await self.runs.client()
+        delivery = await follow_up.deliver(client, self.runs.settings, run_id, text)
+        outcome = await follow_up.turn_within(delivery, wait_seconds)
+        answer: dict[str, Any] = {"run_id": run_id, "turn": delivery.turn, "reply": delivery.reply}
+        if outcome is None:
+            return {**answer, "finished": False, "note": f"turn {delivery.turn} is working; see run_status or run_steps"}
+        if isinstance(outcome, AgentRunResult):
+            return {**answer, "finished": True, **agent_result_fields(outcome)}
+        return {
+            **answer, "finished": True, "state": outcome.state.value if outcome.state else None,
+            "stop_reason": outcome.stop_reason.value if outcome.stop_reason else None, "answer": outcome.answer,
+            "note": outcome.note, "steps": [outcome.first_step, outcome.last_step],
+        }
+
     async def cancel_run(self, run_id: RunId) -> dict[str, Any]:
         """Cancel a run (a flow cancels its running step too). The run ends
         as cancelled; what it did so far stays readable."""
@@ -583,6 +614,7 @@ def build_server(runs: Runs) -> RunServer:
         (tools.run_steps, "A run's steps", READING),
         (tools.answer_question, "Answer a run's question", ANSWERING),
         (tools.decide_call, "Approve, reject or edit a run's gated tool call", ANSWERING),
+        (tools.send_message, "Send a follow-up message to a run", ANSWERING),
         (tools.cancel_run, "Cancel a run", CANCELLING),
         (tools.run_result, "A run's result", READING),
         (tools.list_runs, "Recent runs", READING),

@@ -44,7 +44,7 @@ pytestmark = pytest.mark.e2e
 
 TOOLS = {
     "start_run", "start_flow", "run_status", "run_steps", "answer_question", "decide_call", "cancel_run", "run_result",
-    "list_runs",
+    "list_runs", "send_message",
 }
 
 
