@@ -9,6 +9,7 @@ import asyncio
 import uuid
 
 import pytest
+from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 
 from agent_model.profiles import AgentProfile
@@ -73,11 +74,14 @@ async def test_a_follow_up_after_a_finished_turn_goes_on_in_the_same_conversatio
     assert view.turns[0].answer == "answer one" and view.turns[0].stop_reason == StopReason.TERMINATED
     status = await handle.query(AgentWorkflow.status)
     assert status.state == AgentState.IDLE and status.step == 2
-    details = (await handle.describe()).raw_description.execution_config.user_metadata.details
-    assert details is not None
+    details = (await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)).current_details
+    assert "**state** IDLE" in details and "**turn 1**: first task" in details
+    assert "**waiting for a message** (the session ends after 10 min idle)" in details and "send_message" in details
 
     assert await send(handle, "now the second thing") == "turn 2 starts now"
     view = await turn_ended(handle, 2)
+    details = (await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)).current_details
+    assert "**turn 2**: now the second thing" in details
     assert [(t.turn, t.message, t.first_step, t.last_step) for t in view.turns] == [
         (1, "first task", 1, 2), (2, "now the second thing", 3, 4)
     ]
@@ -100,7 +104,7 @@ async def test_a_follow_up_after_a_finished_turn_goes_on_in_the_same_conversatio
 async def test_a_message_while_a_turn_works_is_queued_and_bad_ones_are_refused(
     time_skipping_env, worker, settings, fake_llm
 ):
-    fake_llm.turns = [python("import time; time.sleep(2)"), terminate("one"), terminate("two"), terminate("three")]
+    fake_llm.turns = [python("import time; time.sleep(1)"), terminate("one"), terminate("two"), terminate("three")]
     handle = await start(time_skipping_env, settings)
     await asyncio.to_thread(fake_llm.wait_for_requests, 1)
     assert await send(handle, "then this") == "queued: turn 2 starts when turn 1 has ended"
@@ -122,7 +126,7 @@ async def test_a_message_while_a_turn_works_is_queued_and_bad_ones_are_refused(
 async def test_a_run_that_is_no_session_refuses_a_message_and_ends_as_before(
     time_skipping_env, worker, settings, fake_llm
 ):
-    fake_llm.turns = [python("import time; time.sleep(2)"), terminate("done")]
+    fake_llm.turns = [python("import time; time.sleep(1)"), terminate("done")]
     handle = await start(time_skipping_env, settings, terms=None)
     await asyncio.to_thread(fake_llm.wait_for_requests, 1)
     assert "was not started as a session" in await refused(handle, "hello")
