@@ -28,6 +28,7 @@ from agent_model.memory import Memory
 from agent_model.messages import user_message
 from agent_model.plan import PlanBook, run_command
 from agent_model.records import StepRecord
+from agent_model.session import SessionState, TurnRecord
 from agent_model.run import AgentRunInput, AgentRunResult
 from agent_model.run_state import RunState
 from agent_model.state import AgentState
@@ -63,6 +64,7 @@ def a_state_with_every_field_set() -> RunState:
         budget=Budget(max_tokens=1000, ask_at_ceiling=True),
         final_answer="not yet",
         note="a note",
+        session=SessionState(turn=2, idle=True, inbox=["next"], turns=[TurnRecord(turn=1, message="the task", first_step=1)]),
         tool_state={"bash": {"cwd": "/w/run/sub"}, "browser_use": {"tabs": [{"url": "http://x/"}]}},
     )
 
