@@ -100,3 +100,13 @@ async def test_the_prompt_loop_opens_a_session_and_asks_after_each_answer(harnes
     (run,) = harness.dev_env.client.data_converter.payload_converter.from_payloads(list(started.input.payloads), [AgentRunInput])
     assert run.session == SessionTerms(idle_seconds=30 * 60)
     await harness.cli("cancel", run_id)
+
+
+async def test_an_update_to_a_run_that_closed_meanwhile_falls_back_to_the_closed_path(harness, fake_llm):  # noqa: F811
+    """The race of an open session that ends between the describe and the update."""
+    from runtime.follow_up import to_open_run
+
+    fake_llm.turns = [terminate("done")]
+    handle = await harness.start()
+    await handle.result()
+    assert await to_open_run(harness.dev_env.client, handle.id, "too late") is None
