@@ -42,11 +42,11 @@ async def start(env, settings, terms: SessionTerms | None = TERMS, **kw) -> Work
 
 async def turn_ended(handle: WorkflowHandle, turn: int) -> SessionView:
     """The session once turn `turn` has ended and the run waits idle."""
-    for _ in range(600):
+    for _ in range(3000):
         view = await handle.query(AgentWorkflow.session)
         if view is not None and view.idle and view.turn == turn and view.turns[-1].ended:
             return view
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.01)
     raise AssertionError(f"turn {turn} did not end")
 
 

@@ -70,6 +70,8 @@ class AgentWorkflow(AgentHandlers, SessionHandlers):
         self.stepper = Stepper(self.state, self.tools, self._publish_details, budget=run.budget)
         if run.session is not None and self.state.session is None:
             self.state.session = first_session(run.task)
+        elif run.session is None and self.state.session is not None:
+            self.state.session = None  # e.g. a fork of a session: a run of its own, no session
         self.turns = Turns(self.state, run.session, self._publish_details)
 
     @workflow.run
