@@ -53,10 +53,10 @@ def test_the_worker_registers_one_activity_per_activity_tool(tmp_path):
     settings = make_settings("http://127.0.0.1:1/v1", tmp_path / "workspace")
     names = {getattr(a, "__temporal_activity_definition").name for a in activities_for(settings)}
     assert names == {
-        "think", "prepare_workspace", "bash", "python_execute", "str_replace_editor", "web_fetch", "web_search",
+        "think", "prepare_workspace", "restore_workspace", "bash", "python_execute", "str_replace_editor", "web_fetch", "web_search",
         "browser_act", "browser_close",  # browser_use runs in the workflow and schedules these
         "mcp_list_tools", "mcp_call_tool",  # the tools of MCP servers (agent_model/mcp.py)
-    }
+    }  # restore_workspace: a fork's or a rewind's files (activities/snapshot_activities.py)
 
 
 def readme_tool() -> str:
