@@ -36,7 +36,11 @@ def modules_loaded_by(*args: str, stack: tuple[str, ...] = WORKER_STACK) -> tupl
     proc = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO_DIR, env=env, capture_output=True, text=True, timeout=120
     )
-    report = json.loads(proc.stderr.strip().splitlines()[-1])
+    # The probe's line, wherever it is: under load the interpreter's shutdown
+    # after it can still report on the Temporal bridge's thread (the starter
+    # itself ends with os._exit and never gets there).
+    (line,) = [line for line in proc.stderr.splitlines() if line.startswith('{"code": ')][-1:] or [proc.stderr]
+    report = json.loads(line)
     return report["code"], report["loaded"]
 
 
