@@ -81,8 +81,19 @@ class Entry:
         )
 
 
+class _Skips:
+    skipped: list[str]
+    skipped_count: int
+
+    def skip(self, path: str, why: str) -> None:
+        """Note what was not recorded or restored: listed up to SKIPPED_KEPT, counted all."""
+        self.skipped_count += 1
+        if len(self.skipped) < SKIPPED_KEPT:
+            self.skipped.append(f"{path}: {why}")
+
+
 @dataclass
-class Manifest:
+class Manifest(_Skips):
     workflow_id: str
     step: int
     entries: dict[str, Entry] = field(default_factory=dict)
@@ -90,10 +101,6 @@ class Manifest:
     """`path: why`, for what was not recorded (at most SKIPPED_KEPT)."""
     skipped_count: int = 0
 
-    def skip(self, path: str, why: str) -> None:
-        self.skipped_count += 1
-        if len(self.skipped) < SKIPPED_KEPT:
-            self.skipped.append(f"{path}: {why}")
 
     def to_json(self) -> str:
         return json.dumps(
@@ -119,7 +126,7 @@ def _fields(entry: Entry) -> list:
 
 
 @dataclass
-class Restored:
+class Restored(_Skips):
     """What a restore did."""
 
     directory: Path
@@ -128,10 +135,6 @@ class Restored:
     skipped: list[str] = field(default_factory=list)
     skipped_count: int = 0
 
-    def skip(self, path: str, why: str) -> None:
-        self.skipped_count += 1
-        if len(self.skipped) < SKIPPED_KEPT:
-            self.skipped.append(f"{path}: {why}")
 
 
 class SnapshotStore:

@@ -18,6 +18,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from activities.process_liveness import is_alive
 from runtime.embedded_server import data_dir, private_data_dir
 
 RECORD_DIR = "mcp-http"
@@ -57,7 +58,7 @@ def recorded_addresses() -> list[tuple[str, int]]:
     addresses = []
     for name in names:
         pid = name.removesuffix(".json")
-        if not pid.isdigit() or not _alive(int(pid)):
+        if not pid.isdigit() or not is_alive(int(pid)):
             continue  # killed, or stopped by a signal its HTTP server re-raised, before it could remove its file
         address = _read(directory / name)
         if address is not None:
@@ -89,16 +90,7 @@ def _forget_dead(directory: Path) -> None:
     """Remove the files of servers that are gone (killed before they could)."""
     for entry in os.scandir(directory):
         pid = entry.name.removesuffix(".json")
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not is_alive(int(pid)):
             with contextlib.suppress(OSError):
                 os.unlink(entry.path)
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

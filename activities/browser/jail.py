@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from activities.process_liveness import is_alive
 from activities.tools import seccomp_filter
 from activities.tools.egress_proxy import DestinationCheck, EgressProxy
 from activities.tools.sandbox import EGRESS_PORT, ToolSandbox
@@ -122,21 +123,12 @@ def sweep_stale_jails() -> int:
                 pid = None
             except (OSError, ValueError):
                 continue
-            if pid is not None and _alive(pid):
+            if pid is not None and is_alive(pid):
                 continue
             shutil.rmtree(entry, ignore_errors=True)
             removed += 1
     return removed
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @dataclass(frozen=True)
