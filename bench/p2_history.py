@@ -566,7 +566,7 @@ async def run(ctx: Context) -> Section:
         + " (protobuf). How often an observation is in the history, in the "
         f"{last['steps']}-step run: the tool results hold {kib(last['kinds']['bash completed (result)'])} "
         f"and the think inputs {kib(last['kinds']['think scheduled (input)'])} in all, for "
-        f"{kib(last['observation_bytes'])} of observations (README, \"How a think reaches the model\").",
+        f"{kib(last['observation_bytes'])} of observations (docs/architecture.md, \"How a think reaches the model\").",
         "",
         f"Between {rows[-2]['steps']} and {last['steps']} steps the history grew by "
         f"{kib(per_step)} per step (protobuf); at that rate Temporal's default {HISTORY_LIMIT // 2**20} MiB limit "

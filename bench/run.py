@@ -79,7 +79,7 @@ def report(sections: list[Section], info: dict[str, str], command: str, took: fl
         "",
         f"Measured {time.strftime('%Y-%m-%d %H:%M %Z')} with `{command}` "
         f"({'quick' if quick else 'full'} mode, {took / 60:.1f} minutes). "
-        "Ratios are from this one run; see README.md, \"Performance\", for what each benchmark does.",
+        "Ratios are from this one run; see docs/testing.md, \"Benchmarks\", for what each benchmark does.",
         "",
         "| machine | |",
         "|---|---|",

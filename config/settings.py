@@ -86,7 +86,7 @@ class Settings(BaseModel):
     worker_build_id: str | None = None
     """Worker Deployment Versioning, opt-in: with both set the worker polls as
     version <deployment_name>.<build_id> (runtime/worker_factory.py
-    deployment_config; README, "Deploying new code while runs are open")."""
+    deployment_config; docs/deploying.md)."""
     search: SearchSettings = Field(default_factory=SearchSettings)
     web: WebSettings = Field(default_factory=WebSettings)
     browser: BrowserSettings = Field(default_factory=BrowserSettings)

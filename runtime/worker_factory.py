@@ -252,8 +252,7 @@ current. The worker's default, so it applies to every workflow type whose
   starts from carried state, with no old history to replay). Runs whose old workers are
   gone wait; move them with
   `temporal workflow update-options --versioning-override-behavior auto_upgrade`
-  once their history replays on the current code (README, "Deploying new
-  code while runs are open")."""
+  once their history replays on the current code (docs/deploying.md)."""
 
 
 def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:

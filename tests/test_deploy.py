@@ -594,7 +594,7 @@ def test_cluster_runs_activities_eagerly_like_the_dev_server():
 PROMETHEUS_CONFIG = REPO / "deploy" / "prometheus.yml"
 PROMETHEUS_CONFIG_IN_IMAGE = PurePosixPath("/etc/prometheus/prometheus.yml")
 """Where prom/prometheus reads its configuration unless told otherwise."""
-README = REPO / "README.md"
+CONFIGURATION_PAGE = REPO / "docs" / "configuration.md"
 
 METRIC_CREATED = re.compile(r"""\.create_(?:counter|histogram|histogram_float|histogram_timedelta|gauge|gauge_float)\(\s*["']([a-z_][a-z0-9_]*)["']""")
 
@@ -654,16 +654,16 @@ def test_prometheus_scrapes_every_worker_container(monkeypatch):
     assert not networks(service) & networks(services()["postgresql"])
 
 
-def test_readme_names_every_metric_the_code_records():
-    """Metrics created anywhere in the worker's code are listed in README's
-    "Metrics" section (the SDK's own are listed there by prefix)."""
+def test_the_manual_names_every_metric_the_code_records():
+    """Metrics created anywhere in the worker's code are listed in
+    docs/configuration.md's "Metrics" section (the SDK's own are listed there by prefix)."""
     created = set()
     for path in project_modules_of_worker():
         created.update(METRIC_CREATED.findall(path.read_text(encoding="utf-8")))
     assert {"durable_manus_tool_duration_ms", "think_context_hits"} <= created  # the scan finds them
-    section = README.read_text(encoding="utf-8").split("\n### Metrics\n", 1)[1].split("\n#", 1)[0]
+    section = CONFIGURATION_PAGE.read_text(encoding="utf-8").split("\n## Metrics\n", 1)[1].split("\n#", 1)[0]
     missing = sorted(name for name in created if f"`{name}`" not in section)
-    assert not missing, f"README's Metrics section does not list {missing}"
+    assert not missing, f"docs/configuration.md's Metrics section does not list {missing}"
 
 
 # --- (i) worker versioning ---------------------------------------------------

@@ -1,6 +1,7 @@
-"""README's compose commands and Web UI tour hold up.
+"""The manual's compose commands and Web UI tour hold up.
 
-Every compose command in README.md is written so that Compose v2 (`docker compose`)
+Every compose command in README.md and docs/*.md (most are in docs/cluster.md)
+is written so that Compose v2 (`docker compose`)
 and Compose v1 (`docker-compose`, Debian's 1.29) both take it: each is parsed here
 with v1's own command-line parser (offline, no Docker engine; skipped when v1 is
 not installed as a Python program), and every service it names must be in
@@ -20,7 +21,9 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
-README = REPO / "README.md"
+MANUAL = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+CLUSTER_PAGE = REPO / "docs" / "cluster.md"
+WEB_UI_PAGE = REPO / "docs" / "web-ui.md"
 COMPOSE_FILE = REPO / "docker-compose.yml"
 WEBUI_DOCS = REPO / "docs" / "webui"
 MAX_SCREENSHOT_BYTES = 300_000
@@ -29,15 +32,15 @@ COMPOSE = re.compile(r"(?:^|[\s`(])((?:[A-Z_]+=\S+\s+)*docker(?: compose|-compos
 """A compose command in a code block line or an inline code span (leading VAR=value kept)."""
 
 
-def readme() -> str:
-    return README.read_text(encoding="utf-8")
+def manual() -> str:
+    return "\n".join(page.read_text(encoding="utf-8") for page in MANUAL)
 
 
 def compose_commands() -> list[list[str]]:
     """The arguments after `docker compose` / `docker-compose` of each compose
-    command in README.md that has a subcommand (a trailing `...` dropped)."""
+    command in the manual that has a subcommand (a trailing `...` dropped)."""
     commands = []
-    for match in COMPOSE.finditer(readme()):
+    for match in COMPOSE.finditer(manual()):
         words = shlex.split(match.group(1).strip().removesuffix("...").strip())
         while words and re.fullmatch(r"[A-Z_]+=.*", words[0]):
             words.pop(0)
@@ -51,14 +54,14 @@ def compose_services() -> set[str]:
     return set(yaml.safe_load(COMPOSE_FILE.read_text(encoding="utf-8"))["services"])
 
 
-def test_readme_has_the_compose_commands_it_documents():
+def test_the_manual_has_the_compose_commands_it_documents():
     commands = [" ".join(c) for c in compose_commands()]
     for expected in ("up -d --build --scale worker=4", "logs -f worker", "down -v", "config -q"):
         assert expected in commands, commands
 
 
-def test_readme_tells_how_to_type_them_with_compose_v1():
-    text = " ".join(readme().split())
+def test_the_cluster_page_tells_how_to_type_them_with_compose_v1():
+    text = " ".join(CLUSTER_PAGE.read_text(encoding="utf-8").split())
     assert "docker-compose up -d --build --scale worker=4" in text
     assert "type `docker-compose` wherever it says `docker compose`" in text
 
@@ -115,21 +118,21 @@ def test_every_compose_command_parses_with_compose_v1():
 
 
 def web_ui_section() -> str:
-    text = readme()
-    start = text.index("## Watching a run in the Web UI")
+    text = WEB_UI_PAGE.read_text(encoding="utf-8")
+    start = text.index("## The tour")
     return text[start : text.index("\n## ", start + 1)]
 
 
 def test_the_web_ui_tour_screenshots_exist_and_are_small():
-    linked = re.findall(r"\]\((docs/webui/[^)]+\.png)\)", web_ui_section())
+    linked = re.findall(r"\]\((webui/[^)]+\.png)\)", web_ui_section())
     assert len(linked) >= 8, linked
     for path in linked:
-        file = REPO / path
-        assert file.is_file(), f"README links {path}, which does not exist"
+        file = WEB_UI_PAGE.parent / path
+        assert file.is_file(), f"the tour links {path}, which does not exist"
         assert file.stat().st_size < MAX_SCREENSHOT_BYTES, f"{path} is {file.stat().st_size} bytes"
-    documented = (REPO / "docs" / "web-ui.md").read_text(encoding="utf-8")
+    documented = WEB_UI_PAGE.read_text(encoding="utf-8")
     for file in WEBUI_DOCS.glob("*.png"):
-        assert f"docs/webui/{file.name}" in linked or file.name in documented, f"{file.name} is described nowhere"
+        assert f"webui/{file.name}" in linked or f"`{file.name}`" in documented, f"{file.name} is described nowhere"
 
 
 def test_the_web_ui_tour_names_the_ui_version_it_describes():

@@ -276,8 +276,9 @@ def test_every_variable_is_documented_with_what_it_sets():
     from config.environment import VARIABLES
 
     page = (REPO_DIR / "docs" / "configuration.md").read_text(encoding="utf-8")
+    section = page.split("\n## The environment variables\n", 1)[1].split("\n## ", 1)[0]
     rows = {}
-    for line in page.splitlines():
+    for line in section.splitlines():
         cells = [cell.strip().strip("`") for cell in line.strip().strip("|").split("|")]
         if line.startswith("| `") and len(cells) == 3:
             rows[cells[0]] = cells[1]

@@ -275,21 +275,28 @@ def test_help_explains_how_a_task_is_told_from_a_command(cli):
     assert "never start" in text, proc.stdout
 
 
-def readme_starter_lines() -> list[list[str]]:
-    """The arguments of every `python starter.py ...` in README.md: an inline
-    span's up to its closing backtick (it may wrap a line), a code line's up to a comment."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+MANUAL = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+def manual_starter_lines() -> list[list[str]]:
+    """The arguments of every `python starter.py ...` in README.md and docs/*.md:
+    an inline span's up to its closing backtick (it may wrap a line), a code
+    line's up to a comment. HTML comments (placeholders) are not the manual; in
+    a synopsis (`approve ID [CALL] [--edit JSON]`) the optional parts are left out."""
+    text = "\n".join(page.read_text(encoding="utf-8") for page in MANUAL)
+    text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
     found = []
     for match in re.finditer(r"`python starter\.py([^`]*)`|python starter\.py([^`\n#]*)", text):
-        words = shlex.split(match.group(1) if match.group(1) is not None else match.group(2))
+        line = match.group(1) if match.group(1) is not None else match.group(2)
+        words = shlex.split(re.sub(r"\[[A-Z-][^\]]*\]", "", line))
         words = ["3" if word == "N" else word for word in words]  # a placeholder for a number
-        if words not in found:
+        if words and words not in found:  # a bare `python starter.py` names the program
             found.append(words)
     return found
 
 
-def test_every_starter_command_in_the_readme_parses():
-    lines = readme_starter_lines()
+def test_every_starter_command_in_the_manual_parses():
+    lines = manual_starter_lines()
     for words in lines:
         if "--help" in words:
             with pytest.raises(SystemExit) as printed:
@@ -299,9 +306,14 @@ def test_every_starter_command_in_the_readme_parses():
         try:
             command_line.parse_command(words)
         except UsageError as e:
-            pytest.fail(f"README's `python starter.py {shlex.join(words)}` is refused: {e}")
-    named = {words[0] for words in lines if words}
-    assert {"run", "attach", "list", "show", "result", "answer", "cancel", "rewind", "worker", "server"} <= named, named
+            pytest.fail(f"The manual's `python starter.py {shlex.join(words)}` is refused: {e}")
+
+
+def test_the_readmes_command_list_shows_every_command():
+    text = re.sub(r"<!--.*?-->", "", (REPO / "README.md").read_text(encoding="utf-8"), flags=re.S)
+    text = text.split("\n## Everyday commands\n", 1)[1].split("\n## ", 1)[0]
+    named = {match.group(1) for match in re.finditer(r"python starter\.py ([a-z][a-z-]*)", text)}
+    assert set(command_line.COMMANDS) <= named, sorted(set(command_line.COMMANDS) - named)
 
 
 # ---- commands on existing runs never start a server -------------------------------------

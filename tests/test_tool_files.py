@@ -60,16 +60,16 @@ def test_the_worker_registers_one_activity_per_activity_tool(tmp_path):
 
 
 def readme_tool() -> str:
-    """The tool file of README's "Adding a tool", as written there."""
-    text = (REPO / "README.md").read_text()
-    section = text[text.index("### Adding a tool") :]
+    """The tool file of docs/architecture.md's "Adding a tool", as written there."""
+    text = (REPO / "docs" / "architecture.md").read_text()
+    section = text[text.index("## Adding a tool") :]
     block = section[section.index("```python") + len("```python") : section.index("```", section.index("```python") + 9)]
     return textwrap.dedent(block)
 
 
 @pytest.fixture
 def toy_tool(tmp_path):
-    """README's example tool, one new file in a folder of the tools package."""
+    """The manual's example tool, one new file in a folder of the tools package."""
     folder = tmp_path / "more_tools"
     folder.mkdir()
     (folder / "utc_now.py").write_text(readme_tool())

@@ -5,7 +5,7 @@ A tool file declares SPEC (agent_model/tool_spec.py): its schema, how it runs
 UI summary, and the state it keeps in the run with its hooks. The registry below is every
 SPEC found in this package; the workflow dispatches through it and the worker
 builds its activities from it, so adding a tool is adding a file here and
-naming the tool in a profile (README, "Adding a tool").
+naming the tool in a profile (docs/architecture.md, "Adding a tool").
 
 Tool files import only pure modules at their top: workflow code imports them.
 """

@@ -193,7 +193,7 @@ class AgentWorkflow(AgentHandlers, SessionHandlers):
             continued_input(run, carried, self.workspace, self.limits),
             # With worker versioning, a pinned run moves to the current version
             # here: the new execution starts from the carried state, with no
-            # history for the new code to replay (README, "Deploying new code").
+            # history for the new code to replay (docs/deploying.md).
             initial_versioning_behavior=workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE,
         )
 

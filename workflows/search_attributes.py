@@ -2,7 +2,7 @@
 `temporal workflow list --query 'AgentState="RUNNING"'`.
 
 The embedded server registers them at start (runtime/embedded_server.py); on
-another cluster register them once (README, "Many machines"). A run uses them
+another cluster register them once (docs/cluster.md). A run uses them
 only when it was started with them, so a cluster without them still works.
 """
 
