@@ -40,6 +40,12 @@ def flag(value: str) -> Any:
     return {"1": True, "true": True, "0": False, "false": False}.get(value.strip().lower(), value)
 
 
+def port(value: str) -> int:
+    if not value.isdigit() or not 0 < int(value) < 65536:
+        raise ValueError(f"must be a TCP port number from 1 to 65535, not {value!r}")
+    return int(value)
+
+
 def seconds(low: float, high: float) -> Parser:
     def parse(value: str) -> float:
         try:
@@ -87,6 +93,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TEMPORAL_TASK_QUEUE", "task_queue", text, "the task queue workers poll and runs start on (default durable-manus)"),
     Variable("DURABLE_MANUS_SERVER_WAIT", "server_wait_seconds", seconds(1, 3600), "seconds a following starter waits for a Temporal server that stopped answering (default 60)"),
     Variable("DURABLE_MANUS_PICKUP_WAIT", "pickup_wait_seconds", seconds(0.5, 600), "seconds a detached start waits to see a worker take the run (default 3)"),
+    Variable("DURABLE_MANUS_UI_PORT", "the embedded server's Web UI port", port, "the port of the embedded Temporal server's Web UI (default 8233)"),
+    Variable("DURABLE_MANUS_TEMPORAL_CLI", "the embedded server's temporal CLI", path, "the `temporal` CLI that starts the embedded server (default: beside this Python, else on PATH)"),
     Variable("DURABLE_MANUS_QUERY_WAIT", "run control's query wait", seconds(0.5, 600), "seconds show, answer and the other run commands wait for a worker to answer a query (default 10)"),
 )
 BY_NAME = {variable.name: variable for variable in VARIABLES}

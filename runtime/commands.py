@@ -26,12 +26,12 @@ from runtime.command_line import (
 from runtime.connection import connect_config, is_unreachable
 from runtime.embedded_server import web_ui_url
 from runtime.follow import ServerLost, Watch, follow, follow_flow
-from runtime.in_process_worker import InProcessWorker
+from runtime.in_process_worker import InProcessWorker, refuse_unrunnable_worker
 from agent_model.budget import spent_text
 from runtime.run_start import (
     check_task_fits, flow_llms, report_worker_for_detached, run_budget, run_llms, start_agent_run, start_planning_flow,
 )
-from runtime.server_choice import connect_for, start_server
+from runtime.server_choice import connect_for, embedded_server_missing, start_server
 from runtime.terminal_text import inert
 from runtime.user_errors import USER_ERRORS, RunEnded, UsageError
 
@@ -129,6 +129,8 @@ async def execute(command: Command, following: Following | None = None, out: Tex
         run_budget(settings, llms, command.max_tokens, command.max_cost)
     if isinstance(command, Chat):
         chat_without_terminal_is_refused(command)
+    if isinstance(command, FOLLOWS_A_RUN) and not (isinstance(command, (Run, Rewind, Fork)) and command.detach):
+        refuse_unrunnable_worker(settings, command.worker, embedded_server_missing())
     client = await connect_for(command.name, isinstance(command, FOLLOWS_A_RUN), out)
     if isinstance(command, ListRuns):
         await run_control.list_runs(client, out)

@@ -1,10 +1,11 @@
-"""Connecting to Temporal: temporalio.envconfig settings, waited for with tenacity."""
+"""Connecting to Temporal: temporalio.envconfig settings, waited for, and a failure said in words."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
+import time
 
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.envconfig import ClientConfig
@@ -44,25 +45,55 @@ def port_answers(address: str, timeout: float = 0.5) -> bool:
 
 
 async def connect(wait_seconds: float = CONNECT_WAIT_SECONDS, runtime: Runtime | None = None) -> Client:
-    """A client with the pydantic data converter, retrying until the server answers."""
+    """A client with the pydantic data converter, retrying until the server
+    answers or `wait_seconds` have passed (each attempt is bounded by what
+    is left: one attempt at a listener that never replies would take 30 s)."""
     config = connect_config()
     if runtime is not None:
         config["runtime"] = runtime
-    try:
-        async for attempt in AsyncRetrying(
-            stop=stop_after_delay(wait_seconds),
-            wait=wait_exponential(multiplier=0.2, max=2.0),
-            retry=retry_if_exception_type(RuntimeError),
-            reraise=True,
-        ):
-            with attempt:
-                return await Client.connect(**config, data_converter=pydantic_data_converter)
-    except RuntimeError as e:
-        raise TemporalUnreachable(
-            f"cannot reach Temporal at {config['target_host']} (namespace "
-            f"{config.get('namespace', 'default')}) after {wait_seconds:.0f} s: {str(e).splitlines()[0]}"
-        ) from None
-    raise AssertionError("unreachable")
+    began = time.monotonic()
+    pause = 0.2
+    while True:
+        left = wait_seconds - (time.monotonic() - began)
+        attempt = asyncio.ensure_future(Client.connect(**config, data_converter=pydantic_data_converter))
+        try:
+            # Shielded, not cancelled: the core's connect is left to end on its own.
+            return await asyncio.wait_for(asyncio.shield(attempt), max(left, 0.5))
+        except asyncio.TimeoutError:
+            attempt.add_done_callback(_ignore_outcome)
+            cause = "no answer (something accepts connections there but does not reply as a Temporal server)"
+        except RuntimeError as e:
+            cause = connect_failure(str(e))
+        waited = time.monotonic() - began
+        if waited + pause > wait_seconds:
+            raise TemporalUnreachable(
+                f"cannot reach Temporal at {config['target_host']} (namespace "
+                f"{config.get('namespace', 'default')}) after {waited:.0f} s: {cause}"
+            ) from None
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 2.0)
+
+
+def _ignore_outcome(attempt: asyncio.Future) -> None:
+    """An abandoned attempt's late failure is not news ("exception never retrieved")."""
+    if not attempt.cancelled():
+        attempt.exception()
+
+
+def connect_failure(message: str) -> str:
+    """A failed connect in words: the core's text is a nested tonic error."""
+    if "Connection refused" in message:
+        return "connection refused (nothing listens there)"
+    if "after connection" in message:
+        if "Timeout" in message:
+            return "no answer (something accepts connections there but does not reply as a Temporal server)"
+        return "something listens there but does not answer as a Temporal server"
+    if "dns error" in message or "failed to lookup address" in message:
+        return "the host name does not resolve"
+    if "Timeout" in message or "timed out" in message:
+        return "no answer (timed out)"
+    first = message.strip().splitlines()[0] if message.strip() else "unknown error"
+    return first.removeprefix("Failed client connect: ")[:300]
 
 
 UNREACHABLE = (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)

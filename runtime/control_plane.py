@@ -9,7 +9,7 @@ import os
 from activities.tools.control_plane import ControlPlane, Endpoint
 from config.settings import Settings
 from runtime.connection import DEFAULT_ADDRESS, DEFAULT_PORT, connect_config
-from runtime.embedded_server import UI_PORT, embedded_server_ports
+from runtime.embedded_server import configured_ui_port, embedded_server_ports
 from runtime.mcp_http_record import recorded_addresses
 from runtime.worker_options import METRICS_VARIABLE
 
@@ -46,7 +46,7 @@ def control_plane(settings: Settings) -> ControlPlane:
     endpoints += [
         Endpoint(endpoints[0].host, TEMPORAL_HTTP_PORT, "the Temporal HTTP API"),
         Endpoint("127.0.0.1", DEFAULT_PORT, "the embedded Temporal server's frontend"),
-        Endpoint("127.0.0.1", UI_PORT, "the embedded Temporal server's Web UI"),
+        Endpoint("127.0.0.1", configured_ui_port(), "the embedded Temporal server's Web UI"),
     ]
     embedded = embedded_server_ports()
     if "http" in embedded:

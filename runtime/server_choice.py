@@ -11,6 +11,7 @@ says so in one line instead.
 
 from __future__ import annotations
 
+import time
 from typing import TextIO
 
 from temporalio.client import Client
@@ -18,7 +19,8 @@ from temporalio.client import Client
 from runtime.cli import cli_runtime
 from runtime.connection import DEFAULT_ADDRESS, address_is_explicit, connect, connect_config
 from runtime.connection import port_answers
-from runtime.embedded_server import UI_PORT, start_embedded_server
+from runtime.embedded_server import configured_ui_port, data_dir, start_embedded_server
+from runtime.server_start import wait_until_answering
 from runtime.user_errors import TemporalUnreachable, UsageError
 
 EXISTING_SERVER_WAIT = 5.0
@@ -33,31 +35,50 @@ def embedded_server_missing() -> bool:
     return not address_is_explicit() and not port_answers(DEFAULT_ADDRESS)
 
 
-def started_line(directory) -> str:
+def starting_line(directory) -> str:
+    return f"starting the embedded Temporal server (data in {directory})..."
+
+
+def started_line(directory, seconds: float) -> str:
     return (
-        f"Started the embedded Temporal server (data in {directory}, Web UI http://127.0.0.1:{UI_PORT}); "
-        "it keeps running after this command."
+        f"Started the embedded Temporal server in {seconds:.1f} s (data in {directory}, Web UI "
+        f"http://127.0.0.1:{configured_ui_port()}); it keeps running after this command."
     )
+
+
+FOREIGN_HINT = (
+    f"stop the program that holds {DEFAULT_ADDRESS} (the embedded server's address), "
+    "or set TEMPORAL_ADDRESS to your Temporal server"
+)
+
+
+async def start_and_connect(out: TextIO) -> Client:
+    """Start the embedded server, and say so once it answers (never before)."""
+    print(starting_line(data_dir()), file=out, flush=True)
+    began = time.monotonic()
+    start = start_embedded_server()
+    await wait_until_answering(start, DEFAULT_ADDRESS, NEW_SERVER_WAIT)
+    client = await connect(wait_seconds=max(1.0, NEW_SERVER_WAIT - (time.monotonic() - began)), runtime=cli_runtime())
+    print(started_line(start.directory, time.monotonic() - began), file=out, flush=True)
+    return client
 
 
 async def connect_for(command: str, may_start_server: bool, out: TextIO) -> Client:
     """A client for `command`; the embedded server is started first only when
     `may_start_server` and it is needed."""
-    wait = EXISTING_SERVER_WAIT
     if embedded_server_missing():
         if not may_start_server:
             raise TemporalUnreachable(
                 f"no Temporal server answers at {DEFAULT_ADDRESS} and `{command}` never starts one; {START_HINT}, "
                 "or set TEMPORAL_ADDRESS to another server"
             )
-        print(started_line(start_embedded_server()), file=out)
-        wait = NEW_SERVER_WAIT
+        return await start_and_connect(out)
     try:
-        return await connect(wait_seconds=wait, runtime=cli_runtime())
+        return await connect(wait_seconds=EXISTING_SERVER_WAIT, runtime=cli_runtime())
     except TemporalUnreachable as e:
-        if may_start_server:
-            raise
-        raise TemporalUnreachable(f"{e}; `{command}` never starts a server") from None
+        hint = f"; {FOREIGN_HINT}" if not address_is_explicit() else ""
+        never = f"; `{command}` never starts a server" if not may_start_server else ""
+        raise TemporalUnreachable(f"{e}{hint}{never}") from None
 
 
 async def start_server(out: TextIO) -> int:
@@ -69,10 +90,13 @@ async def start_server(out: TextIO) -> int:
             f"`server` only starts the embedded one at {DEFAULT_ADDRESS}: unset TEMPORAL_ADDRESS to use it"
         )
     if port_answers(DEFAULT_ADDRESS):
+        try:
+            await connect(wait_seconds=EXISTING_SERVER_WAIT, runtime=cli_runtime())
+        except TemporalUnreachable as e:
+            raise TemporalUnreachable(f"{e}; {FOREIGN_HINT}") from None
         print(f"a Temporal server already answers at {DEFAULT_ADDRESS}", file=out)
         return 0
-    directory = start_embedded_server()
-    await connect(wait_seconds=NEW_SERVER_WAIT, runtime=cli_runtime())
-    print(started_line(directory), file=out)
-    print(f"It listens on {DEFAULT_ADDRESS}; stop it with: kill $(cat {directory}/temporal.pid)", file=out)
+    await start_and_connect(out)
+
+    print(f"It listens on {DEFAULT_ADDRESS}; stop it with: kill $(cat {data_dir()}/temporal.pid)", file=out)
     return 0

@@ -247,6 +247,8 @@ BAD_VALUES = {
     "DURABLE_MANUS_SERVER_WAIT": "soon",
     "DURABLE_MANUS_PICKUP_WAIT": "0",
     "DURABLE_MANUS_QUERY_WAIT": "601",
+    "DURABLE_MANUS_UI_PORT": "70000",
+    "DURABLE_MANUS_TEMPORAL_CLI": "/usr/bin/\ntemporal",
 }
 """A value each variable refuses."""
 
