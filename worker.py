@@ -23,6 +23,7 @@ from activities.context_store import ContextStore
 from activities.tools.sandbox import SandboxUnavailable
 from config.settings import ConfigError, load_settings
 from runtime.cli import exit_now
+from runtime.config_report import ConfigWatch, config_lines, watch_config
 from runtime.connection import connect
 from runtime.terminal_text import InertFormatter
 from runtime.worker_factory import build_worker, check_worker_settings, harden_worker_process
@@ -35,6 +36,9 @@ async def run_worker(args: argparse.Namespace) -> int:
     if args.metrics:  # the web rules refuse it (runtime/control_plane.py)
         os.environ[METRICS_VARIABLE] = args.metrics
     settings = load_settings(args.config)
+    watch = ConfigWatch.of(settings)  # as read now, so that an edit during the start is seen too
+    for line in config_lines(settings):
+        logging.info("%s", line)
     for note in settings.notes:
         logging.info("config: %s", note)
     settings.require_workspace_root()
@@ -49,8 +53,10 @@ async def run_worker(args: argparse.Namespace) -> int:
     logging.info("worker polling task queue %s (workspace %s)", settings.task_queue, settings.workspace_root)
     async with worker:
         pruning = asyncio.create_task(asyncio.to_thread(ContextStore(settings.workspace_root).prune))
+        watching = asyncio.create_task(watch_config(watch))
         await stop.wait()
         pruning.cancel()
+        watching.cancel()
         logging.info("shutting down")
     return 0
 

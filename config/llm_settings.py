@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from agent_model.budget import Prices
+from config.placeholder_keys import is_placeholder
 from config.validation import table, validated
 
 OPENAI_COMPATIBLE_API_TYPES = (
@@ -78,6 +79,17 @@ class LLMSettings(BaseModel):
     def _plain_api_type(cls, value: Any) -> Any:
         # OpenManus leaves api_type "" for OpenAI and spells it in any case.
         return value.strip().lower() or "openai" if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _a_key_not_a_placeholder(self) -> LLMSettings:
+        """A server that needs a key gets a key; a keyless one may be given any word."""
+        # The value is never quoted: a real key that looked like one would be printed.
+        if self.needs_key and self.api_key is not None and is_placeholder(self.api_key.get_secret_value()):
+            raise ValueError(
+                "api_key is a placeholder (like the example's \"sk-...\"), not a key: put your key there, "
+                "or leave api_key out and set OPENAI_API_KEY"
+            )
+        return self
 
     @model_validator(mode="after")
     def _api_type_that_can_work(self) -> LLMSettings:
