@@ -141,7 +141,7 @@ async def execute(command: Command, following: Following | None = None, out: Tex
 
     detach = isinstance(command, (Run, Rewind, Fork)) and command.detach
     async with contextlib.AsyncExitStack() as stack:
-        worker = InProcessWorker(client, settings, stack)
+        worker = InProcessWorker(client, settings, stack, out if isinstance(command, FOLLOWS_A_RUN) else None)
         if not detach:
             await worker.prepare(command.worker)
         if isinstance(command, (Answer, Approve, Reject, Show, Cancel)):

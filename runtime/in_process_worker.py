@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from temporalio.client import Client
 
@@ -49,8 +49,11 @@ class InProcessWorker:
     guess costs an idle worker, never a stuck run.
     """
 
-    def __init__(self, client: Client, settings: Settings, stack: contextlib.AsyncExitStack) -> None:
-        self.client, self.settings, self.stack = client, settings, stack
+    def __init__(
+        self, client: Client, settings: Settings, stack: contextlib.AsyncExitStack, out: TextIO | None = None
+    ) -> None:
+        """out: where to say that a worker is being started (its build takes seconds)."""
+        self.client, self.settings, self.stack, self.out = client, settings, stack, out
         self.worker: WorkerSet | None = None
         self.unavailable: str | None = None
         """Why this process cannot run a worker, when it cannot."""
@@ -78,6 +81,8 @@ class InProcessWorker:
         if mode == "auto":
             self.live = await live_workers(self.client, self.settings.task_queue)
         if mode == "always" or not self.live:
+            if self.out is not None:
+                print(f"starting a worker in this process (task queue {self.settings.task_queue})...", file=self.out, flush=True)
             self.worker = self._build()
             await self.start()
             return

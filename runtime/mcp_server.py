@@ -626,6 +626,12 @@ def build_server(runs: Runs) -> RunServer:
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
+STDIO_LINE = (
+    "mcp-server: serving MCP on stdio, waiting for an MCP client to speak JSON-RPC on stdin; this is not a "
+    "prompt: configure it as a client's stdio server (or use --http HOST:PORT); Ctrl-C stops it"
+)
+
+
 async def serve(config: str | None, http: tuple[str, int] | None, worker: bool, show_token: bool = False) -> int:
     """Serve MCP until the client goes (stdio) or the process is stopped (HTTP)."""
     settings = load_settings(config)
@@ -641,6 +647,8 @@ async def serve(config: str | None, http: tuple[str, int] | None, worker: bool, 
             print(f"mcp-server: a worker runs in this process on task queue {settings.task_queue}", file=sys.stderr)
         server = build_server(runs)
         if http is None:
+            if sys.stdin.isatty():  # a person, not a client: say what this waits for (never on stdout, MCP's)
+                print(STDIO_LINE, file=sys.stderr, flush=True)
             await server.run_stdio_async()
             return 0
         host, port = http

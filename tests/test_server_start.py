@@ -171,3 +171,49 @@ def test_a_started_server_is_reported_once_it_answers(tmp_path):
     first, second, *_ = proc.stdout.splitlines()
     assert first == f"starting the embedded Temporal server (data in {tmp_path / 'data'})..."
     assert second.startswith("Started the embedded Temporal server in "), second
+
+
+# ---- no silent wait: what a command waits for is said at once ----------------------------------
+
+
+def test_mcp_server_on_stdio_in_a_terminal_says_on_stderr_that_it_waits_for_a_client(tmp_path):
+    import pty
+    import select
+    import subprocess
+    import time
+
+    primary, terminal = pty.openpty()
+    env = starter_env(tmp_path, TEMPORAL_ADDRESS="127.0.0.1:9")
+    process = subprocess.Popen(
+        starter("mcp-server"), stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    os.close(terminal)
+    said = b""
+    try:
+        deadline = time.monotonic() + 60  # a bound on a hang, not a speed check
+        while b"\n" not in said and time.monotonic() < deadline and process.poll() is None:
+            ready, _, _ = select.select([process.stderr], [], [], 0.5)
+            if ready:
+                said += os.read(process.stderr.fileno(), 4096)
+    finally:
+        process.kill()
+        process.wait()
+        os.close(primary)
+    line = said.decode().splitlines()[0] if said else ""
+    assert line.startswith("mcp-server: serving MCP on stdio, waiting for an MCP client"), said
+    assert process.stdout.read() == b""  # stdout is MCP's alone
+
+
+async def test_a_run_that_starts_its_own_worker_says_so_before_the_worker_s_start(cli, dev_env, fake_llm, tmp_path):
+    from testkit.e2e import child_env, server_address, unique_queue
+    from testkit.fake_openai import terminate
+
+    fake_llm.turns = [terminate("done")]
+    queue = unique_queue("says-worker")
+    env = child_env(tmp_path, address=server_address(dev_env), task_queue=queue, base_url=fake_llm.base_url)
+    proc = await cli.in_thread("--worker", "always", "say done", env_extra=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"starting a worker in this process (task queue {queue})...", proc.stdout
+    assert lines[1].startswith("run "), proc.stdout
