@@ -241,7 +241,8 @@ class LLMActivities:
         # ~20 ms of CPU per call with a full memory window (BENCHMARKS.md, P1).
         body = request_params(settings, request, parts, shown)
         asked = time.monotonic()
-        completion = await complete(self._client(name), body, settings.model)
+        where = f"at {settings.endpoint} (attempt {activity.info().attempt if activity.in_activity() else 1})"
+        completion = await complete(self._client(name), body, settings.model, where)
 
         choices = completion.choices
         if not choices:

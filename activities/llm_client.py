@@ -102,15 +102,18 @@ def as_sdk_error(error: httpx2.TransportError) -> openai.OpenAIError:
     return openai.APIConnectionError(request=error.request)
 
 
-def classify(error: Exception, model: str) -> ApplicationError:
-    """The ApplicationError to raise for an SDK failure."""
+def classify(error: Exception, model: str, where: str = "") -> ApplicationError:
+    """The ApplicationError to raise for an SDK failure; `where`: the
+    endpoint's host:port and the attempt, for the run's note and the follower
+    (an unreachable endpoint is retried for a while: say which one)."""
+    at = f" {where}" if where else ""
     if isinstance(error, openai.APITimeoutError):
-        return ApplicationError(f"LLM call timed out ({model})", type=LLM_TIMEOUT_ERROR)
+        return ApplicationError(f"LLM call timed out ({model}){at}", type=LLM_TIMEOUT_ERROR)
     if isinstance(error, openai.APIConnectionError):
-        return ApplicationError(f"cannot reach the LLM endpoint: {error}", type=LLM_CONNECTION_ERROR)
+        return ApplicationError(f"cannot reach the LLM endpoint{at}: {error}", type=LLM_CONNECTION_ERROR)
     if isinstance(error, openai.APIStatusError):
         status = error.status_code
-        message = f"LLM endpoint answered {status}: {error.message}"
+        message = f"LLM endpoint{at} answered {status}: {error.message}"
         retryable = status in RETRYABLE_STATUS or status >= 500
         verdict = _server_says_retry(error)
         if verdict is not None:
@@ -157,9 +160,9 @@ def completion_from(body: bytes) -> ChatCompletion:
     return ChatCompletion.construct(**data)
 
 
-async def complete(client: openai.AsyncOpenAI, body: dict[str, Any], model: str) -> ChatCompletion:
+async def complete(client: openai.AsyncOpenAI, body: dict[str, Any], model: str, where: str = "") -> ChatCompletion:
     """One Chat Completions call whose reply body is read only up to
-    MAX_BODY_BYTES; a failure is raised as its ApplicationError."""
+    MAX_BODY_BYTES; a failure is raised as its ApplicationError (classify's `where`)."""
     try:
         # Typed as the cast_to, but with the header below it is the raw response.
         response: Any = await client.post(
@@ -174,6 +177,6 @@ async def complete(client: openai.AsyncOpenAI, body: dict[str, Any], model: str)
         finally:
             await response.close()
     except openai.OpenAIError as e:
-        raise classify(e, model) from None
+        raise classify(e, model, where) from None
     except httpx2.TransportError as e:  # while reading the body, outside the SDK
-        raise classify(as_sdk_error(e), model) from None
+        raise classify(as_sdk_error(e), model, where) from None

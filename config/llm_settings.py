@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
@@ -136,6 +137,14 @@ class LLMSettings(BaseModel):
             output=self.price_per_million_output,
             cached_input=self.price_per_million_cached_input,
         )
+
+    @property
+    def endpoint(self) -> str:
+        """host[:port] of base_url, for messages: never a password or a path's token."""
+        try:
+            return urlsplit(self.base_url).netloc.rpartition("@")[2] or "(no host)"
+        except ValueError:
+            return "(not a URL)"
 
     @property
     def needs_key(self) -> bool:

@@ -15,7 +15,6 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from config.mcp_config import default_mcp_path
 from config.settings import Settings
@@ -31,15 +30,6 @@ def mcp_file(settings: Settings) -> Path | None:
     return default_mcp_path(settings.config_file)
 
 
-def endpoint(base_url: str) -> str:
-    """host[:port] of an LLM's base URL: where it goes, never a key or a path's token."""
-    try:
-        parts = urlsplit(base_url)
-        return parts.netloc.rpartition("@")[2] or base_url[:80]
-    except ValueError:
-        return "(not a URL)"
-
-
 def config_lines(settings: Settings) -> list[str]:
     """The lines a worker logs at start: the files read, then what they enable."""
     config = settings.config_file
@@ -48,7 +38,7 @@ def config_lines(settings: Settings) -> list[str]:
     read += f"; MCP servers: {mcp}" if mcp else "; no mcp.json"
     default = settings.llm["default"]
     profiles = ", ".join(sorted(name for name in settings.llm if name != "default"))
-    llm = f"LLM {default.model} at {endpoint(default.base_url)} ({default.api_type})"
+    llm = f"LLM {default.model} at {default.endpoint} ({default.api_type})"
     if profiles:
         llm += f", profiles {profiles}"
     servers = ", ".join(sorted(settings.mcp_servers)) or "none"
