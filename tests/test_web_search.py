@@ -304,3 +304,32 @@ def test_search_keys_are_redacted_from_everything_the_worker_hands_back(tmp_path
     settings = settings.model_copy(update={"search": SearchSettings(**KEYS)})
     secrets = worker_secrets(settings)
     assert KEYS["brave_api_key"] in secrets and KEYS["tavily_api_key"] in secrets
+
+
+async def test_with_no_engine_reachable_the_chain_is_not_retried_and_each_engine_is_named():
+    """Offline, OpenManus's retries (a minute apart, three times) only make the
+    call wait: a round in which no engine answered at all is the last."""
+    sleeps: list[float] = []
+
+    async def record(seconds: float) -> None:
+        sleeps.append(seconds)
+
+    nowhere = {"duckduckgo": "http://127.0.0.1:9/html/", "bing": "http://127.0.0.1:9/search"}
+    search = searcher(nowhere, "duckduckgo", ["bing"], retry_delay=60, max_retries=3, sleep=record)
+    result = await search.search(query())
+    assert result.error and sleeps == [], (sleeps, result.output)
+    assert "the chain ran 1 time)" in result.output
+    assert "No engine could be reached at all" in result.output
+    lines = result.output.splitlines()
+    assert any(line.startswith("- duckduckgo: ") for line in lines) and any(line.startswith("- bing: ") for line in lines)
+
+
+async def test_an_engine_that_answers_with_an_error_still_gets_the_retries(web):
+    sleeps: list[float] = []
+
+    async def record(seconds: float) -> None:
+        sleeps.append(seconds)
+
+    mixed = {"duckduckgo": web.route("/ddg", Answer(status=503, body="busy")), "bing": "http://127.0.0.1:9/search"}
+    await searcher(mixed, "duckduckgo", ["bing"], retry_delay=60, max_retries=2, sleep=record).search(query())
+    assert sleeps == [60, 60]

@@ -49,7 +49,13 @@ class Query:
 
 
 class EngineFailure(Exception):
-    """This engine gave no results; the message says why, in a few words."""
+    """This engine gave no results; the message says why, in a few words.
+    `unreachable`: no answer came at all (no route, name or connection), as
+    opposed to an answer that was an error, a challenge or nothing found."""
+
+    def __init__(self, reason: str, unreachable: bool = False) -> None:
+        super().__init__(reason)
+        self.unreachable = unreachable
 
 
 Engine = Callable[[WebAccess, Query, str, "str | None"], Awaitable[list[SearchResult]]]
@@ -62,7 +68,7 @@ async def _get(access: WebAccess, url: str, **options) -> Page:  # noqa: ANN003
     except Refused as e:
         raise EngineFailure(f"refused: {e}") from None
     except WebError as e:
-        raise EngineFailure(str(e)) from None
+        raise EngineFailure(str(e), unreachable=True) from None
     if page.status == 429:
         raise EngineFailure("rate limited (HTTP 429)")
     if page.status >= 400:

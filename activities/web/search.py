@@ -3,7 +3,8 @@
 The engines are tried in order (`[search] engine`, then `fallback_engines`);
 the first with results answers. When every one failed, the chain waits
 `retry_delay` seconds and runs again, at most `max_retries` more times; then
-the observation lists each engine's last failure. The chain also stops
+the observation lists each engine's last failure. When no engine could be
+reached at all (offline), the chain is not retried. The chain also stops
 before the activity's own deadline would cut it.
 """
 
@@ -47,18 +48,23 @@ class WebSearch:
         chain = self.settings.chain
         rounds = 0
         failures: list[str] = []
-        stopped_early = False
+        stopped_early = offline = False
         while True:
             rounds += 1
             failures = []
+            unreached = 0
             for engine in chain:
                 try:
                     results = await ENGINES[engine](self.access, query, self.endpoint(engine), self.settings.api_key(engine))
                 except EngineFailure as e:
                     failures.append(f"{engine}: {e}")
+                    unreached += e.unreachable
                     continue
                 return ToolResult(output=await self._observation(query, engine, results, fetch_content))
-            if rounds > self.settings.max_retries:
+            # Retries wait out a rate limit; when no engine answered at all
+            # (no network, no DNS) a minute's wait only delays the same answer.
+            offline = unreached == len(chain)
+            if rounds > self.settings.max_retries or offline:
                 break
             one_round = len(chain) * self.access.timeout
             if fetch_content:  # MAX_RESULTS pages, FETCH_CONCURRENCY at a time
@@ -75,6 +81,11 @@ class WebSearch:
         lines = [f"web_search found nothing for {query.text!r}: every engine failed ({', '.join(chain)}; the chain ran {tries})."]
         if stopped_early:
             lines.append("The chain stopped before its last retries: they would outlast the tool call's time limit.")
+        if offline:
+            lines.append(
+                "No engine could be reached at all (this worker may have no internet access); the chain was not "
+                "retried, as waiting would not change that."
+            )
         lines.append("Last failure of each engine:")
         lines += [f"- {failure}" for failure in failures]
         return ToolResult(output="\n".join(lines), error=True)
