@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import sys
 
-from runtime.cli import exit_now
+from runtime.cli import exit_now, pipe_safe
 from runtime.command_line import ServeWorker, parse_command
 from runtime.terminal_text import inert
 from runtime.user_errors import USER_ERRORS, UsageError
@@ -59,4 +59,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    exit_now(main())
+    exit_now(pipe_safe(main))

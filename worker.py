@@ -22,7 +22,7 @@ from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from activities.context_store import ContextStore
 from activities.tools.sandbox import SandboxUnavailable
 from config.settings import ConfigError, load_settings
-from runtime.cli import exit_now
+from runtime.cli import exit_now, pipe_safe
 from runtime.config_report import ConfigWatch, config_lines, watch_config
 from runtime.connection import connect
 from runtime.terminal_text import InertFormatter
@@ -98,4 +98,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    exit_now(main())
+    exit_now(pipe_safe(main))

@@ -57,7 +57,10 @@ class Plan(BaseModel):
     def count(self, status: StepStatus) -> int:
         return sum(1 for s in self.steps if s.status == status)
 
-    def render(self) -> str:
+    def render(self, first_number: int = 0) -> str:
+        """The plan as text, its steps numbered from `first_number`: 0 for the
+        model, whose planning commands index steps from 0; 1 for a person, as
+        the terminal numbers steps and runs."""
         total = len(self.steps)
         done = self.count(StepStatus.COMPLETED)
         percent = (100 * done // total) if total else 0
@@ -71,7 +74,7 @@ class Plan(BaseModel):
             lines.append(f"Notes: {self.notes}")
         lines.append("")
         lines.append("Steps:")
-        for i, step in enumerate(self.steps):
+        for i, step in enumerate(self.steps, start=first_number):
             lines.append(f"{i}. {step.status.marker} {step.text}")
             if step.notes:
                 lines.append(f"   Notes: {step.notes}")

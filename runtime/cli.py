@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
+import signal
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from runtime.terminal_text import inert
 
@@ -14,12 +16,36 @@ if TYPE_CHECKING:
     from temporalio.runtime import Runtime
 
 
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+"""141: what a shell reports for a process that a closed pipe ended."""
+
+
 def exit_now(code: int) -> None:
     """Exit without interpreter finalization: after a failed connect, the Temporal
     core's native threads can abort a normal shutdown (PyGILState_Release)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BrokenPipeError:
+            code = code or EXIT_BROKEN_PIPE
     os._exit(code)
+
+
+def pipe_safe(main: Callable[[], int]) -> int:
+    """main()'s exit code, and when the reader of stdout went away (`starter.py
+    list | head -1`) the end a process killed by SIGPIPE would have: no more
+    output, no traceback, exit 141. (Python ignores SIGPIPE, so a write to a
+    closed pipe raises instead; the signal's default action is not restored,
+    for it would also end the process on a closed socket.)"""
+    try:
+        code = main()
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        with contextlib.suppress(OSError, ValueError):  # ValueError: a stdout without a file descriptor
+            # What is left in stdout's buffer goes nowhere rather than fail again at exit.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
 
 
 class _OneLine(logging.Formatter):

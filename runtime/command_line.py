@@ -77,6 +77,9 @@ class ListRuns:
     """The recent runs, one line each."""
 
     name: ClassVar[str] = "list"
+    limit: int = 20
+    state: str | None = None
+    """running, waiting, finished, failed or cancelled (agent_model/outcome_words.py StateClass)."""
     config: str | None = None
 
 
@@ -374,7 +377,7 @@ def build_parser() -> Parser:
     attach.add_argument("run_id", metavar="ID")
     add_worker_mode(attach)
     add_config(attach)
-    add_config(commands.add_parser("list", help="recent runs: id, agent or flow, state, step, age"))
+    add_list_options(commands.add_parser("list", help="recent runs: id, agent or flow, state, step, age, task"))
     show = commands.add_parser("show", help="a run's transcript: thoughts, tool calls, observations, tokens")
     show.add_argument("run_id", metavar="ID")
     add_worker_mode(show)
@@ -455,6 +458,21 @@ def fork_command(args: argparse.Namespace) -> Fork:
         if text is not None and not text.strip():
             raise UsageError(f"{option} is empty")
     return Fork(**{k: v for k, v in vars(args).items() if k != "command"})
+
+
+def add_list_options(runs: argparse.ArgumentParser) -> None:
+    runs.add_argument("--limit", type=int, default=20, metavar="N", help="at most N runs, newest first (default 20)")
+    runs.add_argument(
+        "--state", choices=LIST_STATES, type=str.lower,
+        help="only runs that are running (waiting ones too), waiting for you, finished their task, failed "
+        "(gave up, error, a limit) or were cancelled",
+    )
+    add_config(runs)
+
+
+LIST_STATES = ("running", "waiting", "finished", "failed", "cancelled")
+LIST_MAX = 1000
+"""The longest list: runtime/run_list.py reads at most this many executions."""
 
 
 def add_mcp_run_options(mcp: argparse.ArgumentParser) -> None:
@@ -559,6 +577,8 @@ def parse_command(argv: Sequence[str]) -> Command:
         raise UsageError(f"{command.call!r} is not a call id (<step>.<n>, e.g. 3.1; `show` lists the waiting one)")
     if isinstance(command, (Attach, Show, Result, Answer, Approve, Reject, Cancel, Rewind, Fork)) and not command.run_id.strip():
         raise UsageError("the run id is empty")
+    if isinstance(command, ListRuns) and not 1 <= command.limit <= LIST_MAX:
+        raise UsageError(f"--limit must be from 1 to {LIST_MAX}")
     if isinstance(command, McpServe) and command.show_token and command.http is None:
         raise UsageError("--show-token goes with --http (over stdio no token is needed)")
     return command

@@ -13,10 +13,11 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
 from agent_model.flow import PlanningFlowResult
+from agent_model.outcome_words import StateClass, agent_outcome, flow_outcome
 from agent_model.run import AgentRunResult
 from config.settings import Settings, load_settings
 from runtime.ad_hoc_mcp import with_ad_hoc_server
-from runtime import approvals, fork, run_control
+from runtime import approvals, fork, run_control, run_list
 from agent_model.approval_desk import ApprovalAction
 from runtime.command_line import (
     FOLLOWS_A_RUN, Answer, Approve, Attach, Cancel, Chat, Command, Fork, ListRuns, McpServe, Reject, Result, Rewind, Run,
@@ -44,7 +45,8 @@ class Following:
 
 
 def report_flow(result: PlanningFlowResult, out) -> int:
-    print(f"\nflow {result.outcome.value}: {spent_text(result.usage, result.cost)}, {result.replans} replan(s)", file=out)
+    spent = f"{spent_text(result.usage, result.cost)}, {result.replans} replan(s)"
+    print(f"\nflow {flow_outcome(result).sentence()} ({spent})", file=out)
     if result.note:
         print(f"note: {inert(result.note)}", file=out)
     if result.summary:
@@ -53,8 +55,8 @@ def report_flow(result: PlanningFlowResult, out) -> int:
 
 
 def report(result: AgentRunResult, out) -> int:
-    print(f"\n{result.state.value} ({result.stop_reason.value}) after {result.steps_taken} steps, "
-          f"{spent_text(result.usage, result.cost)}", file=out)
+    spent = f"{result.steps_taken} steps, {spent_text(result.usage, result.cost)}"
+    print(f"\n{agent_outcome(result).sentence()} ({spent})", file=out)
     if result.note:
         print(f"note: {inert(result.note)}", file=out)
     if result.final_answer:
@@ -133,7 +135,8 @@ async def execute(command: Command, following: Following | None = None, out: Tex
         refuse_unrunnable_worker(settings, command.worker, embedded_server_missing())
     client = await connect_for(command.name, isinstance(command, FOLLOWS_A_RUN), out)
     if isinstance(command, ListRuns):
-        await run_control.list_runs(client, out)
+        state = StateClass(command.state) if command.state else None
+        await run_list.list_runs(client, out, command.limit, state)
         return 0
     if isinstance(command, Result):
         result = await run_control.finished_result(client, command.run_id)

@@ -13,12 +13,14 @@ from typing import Awaitable, Callable, TextIO
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionRequest, GetSystemInfoRequest
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
 from agent_model.budget import spent_text
 from agent_model.flow import PlanningFlowResult
 from agent_model.plan import Plan, StepStatus
-from agent_model.run import AgentRunResult, AgentStatus, HumanAnswer, HumanQuestion, StepRecord
+from agent_model.run import AgentRunInput, AgentRunResult, AgentStatus, HumanAnswer, HumanQuestion, StepRecord
+from agent_model.run import resolved_profile
 from runtime.approval_prompt import ask_approval
 from runtime.cli import mute_temporal_logs
 from runtime.connection import is_unreachable
@@ -57,6 +59,20 @@ def step_line(record: StepRecord, max_steps: int) -> str:
         mark = "✗" if call.error else "→"
         parts.append(f"{call.name} {mark} {outcome[:100]}")
     return f"{head} " + " | ".join(parts)
+
+
+async def step_limit(handle: WorkflowHandle) -> int | None:
+    """The run's step limit, from its current execution's input (a run that
+    ends before any status query was answered still numbers its steps
+    `[n/limit]`); None when the input cannot be read."""
+    try:
+        async for event in handle.fetch_history_events(page_size=1):
+            payloads = list(event.workflow_execution_started_event_attributes.input.payloads)
+            (run,) = pydantic_data_converter.payload_converter.from_payloads(payloads, [AgentRunInput])
+            return resolved_profile(run).max_steps
+    except Exception:  # RPCError, an input of another shape, an unknown agent: the line falls back
+        return None
+    return None
 
 
 async def read_line(stream: TextIO) -> str:
@@ -179,7 +195,9 @@ class AgentProgress:
             else:
                 self._print(f"? waiting for an answer to question {question.id} of {self.handle.id}: {question.text}")
 
-    def finish(self, result: AgentRunResult) -> None:
+    async def finish(self, result: AgentRunResult) -> None:
+        if not self.max_steps and any(record.step > self.last_step for record in result.steps):
+            self.max_steps = await step_limit(self.handle) or 0
         # By step number: a long run's result leaves its oldest records out.
         for record in result.steps:
             if record.step > self.last_step:
@@ -211,6 +229,7 @@ class FlowProgress:
         """The step runs in progress at the last poll."""
 
     def _print(self, text: str) -> None:
+        self.clear_line()  # a step run's progress line, drawn without a newline
         print(inert(text), file=self.out, flush=True)
 
     def clear_line(self) -> None:
@@ -218,7 +237,6 @@ class FlowProgress:
             child.clear_line()
 
     def say(self, text: str) -> None:
-        self.clear_line()
         self._print(text)
 
     def watched(self) -> list[str]:
@@ -246,7 +264,7 @@ class FlowProgress:
             return
         if not self.plan_shown:
             self.plan_shown = True
-            self._print(plan.render() + "\n")
+            self._print(plan.render(first_number=1) + "\n")
         for index, step in enumerate(plan.steps):
             seen = self.statuses.get(index)
             if seen == (step.text, step.status):
@@ -260,9 +278,7 @@ class FlowProgress:
                 notes = " ".join(step.notes.split())[:200]
                 self._print(f"step {index + 1} {step.status.value}: {notes}")
 
-    def finish(self, result: PlanningFlowResult) -> None:
-        for child in self.children.values():
-            child.clear_line()  # the flow's own lines do not erase a child's progress line
+    async def finish(self, result: PlanningFlowResult) -> None:
         self._show(result.plan)
 
     def close(self) -> None:
@@ -414,7 +430,7 @@ async def _until_done(handle: WorkflowHandle, progress: AgentProgress | FlowProg
                 # Also when it is done: it may have failed while the server was
                 # waited for, and then no one would read its error.
                 let_go(result_task)
-            progress.finish(result)  # prints what the last poll did not
+            await progress.finish(result)  # prints what the last poll did not
             return result
     finally:
         progress.close()

@@ -49,7 +49,8 @@ from runtime.embedded_server import web_ui_url
 from runtime.in_process_worker import InProcessWorker
 from runtime.mcp_http_record import recorded_while_serving
 from runtime.mcp_token import RequireBearer, load_or_create_token, token_path
-from runtime.run_control import LIST_LIMIT, StepsPage, one_line
+from runtime.run_control import StepsPage, one_line
+from runtime.run_list import LIST_LIMIT, recent_runs
 from runtime.run_start import (
     check_task_fits, flow_llms, report_worker_for_detached, run_budget, run_llms, start_agent_run, start_planning_flow,
 )
@@ -556,16 +557,20 @@ class RunTools:
     async def list_runs(
         self, limit: Annotated[int, Field(ge=1, le=LIST_MAX, description="how many runs, newest first")] = LIST_LIMIT
     ) -> dict[str, Any]:
-        """The recent agent runs and flows, newest first: id, agent (or flow),
-        state, step reached, when started."""
+        """The recent agent runs and flows, newest first, one per run id: id,
+        agent (or flow), task, state, status in words (running, waits for an
+        answer, waits for approval, finished, gave up, error, ...), step
+        reached, when started."""
         client = await self.runs.client()
-        rows = await run_control.recent_runs(client, limit)
+        rows = await recent_runs(client, limit)
         return {
             "runs": [
                 {
                     "run_id": row.run_id,
                     "agent": row.kind,
                     "state": row.state,
+                    "status": row.status,
+                    "task": row.task[:TASK_LIMIT],
                     "step": row.step,
                     "started": row.started.isoformat(),
                 }

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any, NamedTuple, TextIO
 
 from temporalio.api.common.v1 import WorkflowExecution as ProtoWorkflowExecution
@@ -38,8 +37,6 @@ from runtime.tasks import let_go
 from runtime.terminal_text import inert
 from runtime.user_errors import RunControlError, RunEnded
 
-LIST_LIMIT = 20
-"""Runs shown by --list, newest first."""
 TRANSCRIPT_OBSERVATION_LIMIT = 2000
 """Characters of each tool observation shown by --show."""
 QUERY_TIMEOUT = timedelta(seconds=10)
@@ -116,6 +113,14 @@ def is_running(run: WorkflowExecution) -> bool:
 
 def status_name(run: WorkflowExecution) -> str:
     return run.status.name if run.status else "UNKNOWN"
+
+
+def closed_state(run: WorkflowExecution) -> str:
+    """The state of a run that closed without a result: Temporal's word for
+    how it ended (terminated, timed out, failed), and one spelling for cancelled."""
+    if run.status == WorkflowExecutionStatus.CANCELED:
+        return AgentState.CANCELLED.value
+    return status_name(run)
 
 
 async def search_attributes_registered(client: Client) -> bool:
@@ -295,72 +300,6 @@ async def cancel(client: Client, run_id: str, out: TextIO, wait_seconds: float =
     return True
 
 
-# ---- list ------------------------------------------------------------------------
-
-
-def age(started: datetime, now: datetime) -> str:
-    seconds = int((now - started).total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
-
-
-@dataclass(frozen=True)
-class RunRow:
-    """One run as the list shows it."""
-
-    run_id: str
-    kind: str
-    """The agent's name, or the flow's marker name."""
-    state: str
-    step: int | None
-    started: datetime
-
-
-def closed_state(run: WorkflowExecution) -> str:
-    """The state of a run that closed without a result: Temporal's word for
-    how it ended (terminated, timed out, failed), and one spelling for cancelled."""
-    if run.status == WorkflowExecutionStatus.CANCELED:
-        return AgentState.CANCELLED.value
-    return status_name(run)
-
-
-async def recent_runs(client: Client, limit: int = LIST_LIMIT) -> list[RunRow]:
-    """The newest runs and flows, newest first."""
-    # One row per run: the executions a long run continued from are left out.
-    query = (
-        f'(WorkflowType = "{AgentWorkflow.__name__}" OR WorkflowType = "{PlanningFlowWorkflow.__name__}") '
-        'AND ExecutionStatus != "ContinuedAsNew"'
-    )
-    rows: list[RunRow] = []
-    async for run in client.list_workflows(query, limit=limit):
-        attributes = run.typed_search_attributes
-        kind = attributes.get(search_attributes.AGENT_NAME) or (
-            search_attributes.FLOW_AGENT_NAME if is_flow(run) else "agent"
-        )
-        state = attributes.get(search_attributes.AGENT_STATE)
-        if not is_running(run) and run.status != WorkflowExecutionStatus.COMPLETED:
-            state = closed_state(run)
-        step = attributes.get(search_attributes.AGENT_STEP)
-        rows.append(RunRow(run.id, kind, state or status_name(run), step, run.start_time))
-    return rows
-
-
-async def list_runs(client: Client, out: TextIO, limit: int = LIST_LIMIT) -> None:
-    now = datetime.now(timezone.utc)
-    rows: list[tuple[str, ...]] = [("RUN ID", "AGENT/FLOW", "STATE", "STEP", "AGE")]
-    for run in await recent_runs(client, limit):
-        step = "" if run.step is None else str(run.step)
-        rows.append(tuple(inert(cell) for cell in (run.run_id, run.kind, run.state, step, age(run.started, now))))
-    if len(rows) == 1:
-        print("no runs yet", file=out)
-        return
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip(), file=out)
-
-
 # ---- show and result -----------------------------------------------------------------
 
 
@@ -457,13 +396,36 @@ async def show(client: Client, run_id: str, out: TextIO) -> None:
             if is_running(description)
             else (await finished_result(client, run_id, description)).plan
         )
-        print(inert(plan.render()), file=out)
+        print(inert(plan.render(first_number=1)), file=out)
         runs = [f"step {i + 1}: {s.run_id}" for i, s in enumerate(plan.steps) if s.run_id]
         if runs:
-            print(inert("\nStep runs (show each with --show ID):\n" + "\n".join(runs)), file=out)
+            print(inert("\nStep runs (show each with: python starter.py show ID):\n" + "\n".join(runs)), file=out)
+        working = working_step(plan) if is_running(description) else None
+        if working is not None:
+            step: AgentStatus = await query(client.get_workflow_handle_for(AgentWorkflow.run, working), AgentWorkflow.status, out=out)
+            if step.pending_question is not None:
+                print(inert(waiting_question_lines(working, step.pending_question, True)), file=out)
         return
     records = await records_of(client, run_id, out)
-    print(inert(transcript(records, await turns_of(client, run_id))) or "(no step finished yet)", file=out)
+    text = inert(transcript(records, await turns_of(client, run_id)))
+    status: AgentStatus | None = None
+    if is_running(description):
+        status = await query(client.get_workflow_handle_for(AgentWorkflow.run, run_id), AgentWorkflow.status, out=out)
+    # A gated call is shown after this, by approvals.show_pending.
+    waits = status is not None and (status.pending_question is not None or status.pending_approval is not None)
+    if text or not waits:
+        print(text or "(no step finished yet)", file=out)
+    if status is not None and status.pending_question is not None:
+        print(inert(waiting_question_lines(run_id, status.pending_question, bool(text))), file=out)
+
+
+def waiting_question_lines(run_id: str, question: HumanQuestion, after_steps: bool) -> str:
+    """What `show` says of a run waiting for an answer."""
+    gap = "\n" if after_steps else ""
+    return (
+        f"{gap}? question {question.id} waits for an answer: {question.text}\n"
+        f'answer with: python starter.py answer {run_id} "..."'
+    )
 
 
 async def turns_of(client: Client, run_id: str) -> list[TurnRecord]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from datetime import timedelta
 from typing import TextIO
 
 from temporalio.client import Client, WorkflowHandle
+from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from agent_model.approval import ApprovalMode, ApprovalPolicy
 from agent_model.budget import Budget
@@ -158,6 +159,16 @@ def planning_flow_input(
     return flow
 
 
+async def starting(start: Awaitable[WorkflowHandle]) -> WorkflowHandle:
+    """The started run; an --id that a running run has is one line for the user."""
+    try:
+        return await start
+    except WorkflowAlreadyStartedError as e:
+        raise UsageError(
+            f"run {e.workflow_id} is already running; attach to it with: python starter.py attach {e.workflow_id}"
+        ) from None
+
+
 async def start_agent_run(
     client: Client,
     settings: Settings,
@@ -178,7 +189,7 @@ async def start_agent_run(
     """Start an agent run (a session when `session` has its terms)."""
     budget = run_budget(settings, run_llms(agent, llm), max_tokens, max_cost, ask_at_budget)
     registered = await run_control.search_attributes_registered(client)
-    started = await client.start_workflow(
+    started = await starting(client.start_workflow(
         AgentWorkflow.run,
         agent_run_input(
             task, agent=agent, max_steps=max_steps, steps_per_run=steps_per_run, llm=llm, mcp_servers=mcp_servers,
@@ -189,7 +200,7 @@ async def start_agent_run(
         task_queue=settings.task_queue,
         static_summary=summary_of(task),
         search_attributes=search_attributes.initial(agent) if registered else None,
-    )
+    ))
     # Not bound to the first execution: queries and the result follow the run
     # when it continues as new.
     return client.get_workflow_handle(
@@ -218,7 +229,7 @@ async def start_planning_flow(
     budget = run_budget(settings, flow_llms(agents, llm), max_tokens, max_cost, ask_at_budget)
     registered = await run_control.search_attributes_registered(client)
     approval = {agent: settings.approval.policy_for(agent, approve) for agent in agents}
-    return await client.start_workflow(
+    return await starting(client.start_workflow(
         PlanningFlowWorkflow.run,
         planning_flow_input(
             task, agents=agents, timeout=timeout, max_steps=max_steps, steps_per_run=steps_per_run, llm=llm,
@@ -231,7 +242,7 @@ async def start_planning_flow(
         execution_timeout=timedelta(seconds=timeout),
         static_summary=f"planning flow: {summary_of(task)}",
         search_attributes=search_attributes.initial(search_attributes.FLOW_AGENT_NAME) if registered else None,
-    )
+    ))
 
 
 async def report_worker_for_detached(client: Client, settings: Settings, handle: WorkflowHandle, out: TextIO) -> bool:
