@@ -55,7 +55,8 @@ def report_flow(result: PlanningFlowResult, out) -> int:
 
 
 def report(result: AgentRunResult, out) -> int:
-    spent = f"{result.steps_taken} steps, {spent_text(result.usage, result.cost)}"
+    steps = f"{result.steps_taken} step{'' if result.steps_taken == 1 else 's'}"
+    spent = f"{steps}, {spent_text(result.usage, result.cost)}"
     print(f"\n{agent_outcome(result).sentence()} ({spent})", file=out)
     if result.note:
         print(f"note: {inert(result.note)}", file=out)

@@ -142,8 +142,7 @@ async def task_of(client: Client, run: WorkflowExecution) -> str:
     if not payloads:
         return ""
     try:
-        decoded = await client.data_converter.decode(payloads)
-        fields = client.data_converter.payload_converter.from_payload(decoded[0], dict)
+        (fields,) = await client.data_converter.decode(payloads[:1], [dict])
     except Exception:  # an input this code cannot read is a row without a task, not a failed list
         return ""
     task = fields.get("task") if isinstance(fields, dict) else None
@@ -158,8 +157,8 @@ async def result_of(client: Client, run: WorkflowExecution) -> AgentRunResult | 
     payloads = list(event.workflow_execution_completed_event_attributes.result.payloads)
     kind: type = PlanningFlowResult if is_flow(run) else AgentRunResult
     try:
-        decoded = await client.data_converter.decode(payloads)
-        return client.data_converter.payload_converter.from_payloads(decoded, [kind])[0]
+        (result,) = await client.data_converter.decode(payloads, [kind])
+        return result
     except Exception:  # a result of another code's shape: the row falls back to the run's state
         return None
 

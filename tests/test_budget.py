@@ -308,7 +308,7 @@ async def test_a_cli_run_with_max_tokens_ends_at_the_ceiling_and_shows_what_it_s
         "--config", str(config), "--worker", "always", "--id", run_id, "--max-tokens", "250", "count", env_extra=env
     )
     assert proc.returncode == 1, proc.stderr  # ended, but not by finishing its task
-    assert "FINISHED (budget) after 3 steps, 360 tokens, $0.0014" in proc.stdout
+    assert "budget spent: the run's token or cost budget ran out before the task was done (3 steps, 360 tokens, $0.0014)" in proc.stdout
     assert "note: token budget of 250 reached after step 3: 360 tokens, $0.0014 spent" in proc.stdout
     assert len(fake_llm.completed()) == 3
 

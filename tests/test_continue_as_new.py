@@ -28,7 +28,7 @@ from agent_model.profiles import AgentProfile
 from agent_model.run import AgentRunInput, AgentRunResult, RunState, StepRecord, ToolCallRecord
 from agent_model.state import StopReason
 from agent_model.think_context import ContextSync
-from runtime import run_control
+from runtime import run_control, run_list
 from runtime.worker_factory import build_worker
 from testkit.fake_openai import Reply, call, python, terminate
 from testkit.settings import make_settings
@@ -150,7 +150,7 @@ async def test_a_run_that_continues_as_new_goes_on_where_it_was(dev_env, fake_ll
         records = await run_control.records_of(dev_env.client, started.id)
         plan = await handle.query(AgentWorkflow.plan_book)
         out = io.StringIO()
-        await run_control.list_runs(dev_env.client, out, limit=200)
+        await run_list.list_runs(dev_env.client, out, limit=200)
 
     assert result.stop_reason == StopReason.TERMINATED and result.final_answer == "all done"
     assert result.steps_taken == 6 and [s.step for s in result.steps] == [1, 2, 3, 4, 5, 6]

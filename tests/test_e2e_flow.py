@@ -92,7 +92,7 @@ async def test_starter_runs_a_planning_flow(dev_env, fake_llm, tmp_path):
         code = await starter.wait(90)
         out = starter.stdout()
         assert code == 0, starter.describe()
-        assert "step 2 completed: 782" in out and "flow completed" in out
+        assert "step 2 completed: 782" in out and "flow finished: every step of the plan completed" in out
         assert out.rstrip().endswith("391, doubled: 782.")
     finally:
         await stop_all(starter)

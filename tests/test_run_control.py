@@ -78,7 +78,7 @@ async def test_answer_result_show_and_list(harness, fake_llm):
     assert "no run with id 'nope'" in await harness.cli("show", "nope", expect=2)
 
     out = await harness.cli("result", handle.id)
-    assert "FINISHED (terminated) after 2 steps" in out and out.rstrip().endswith("blue it is")
+    assert "finished: the agent ended its task (2 steps, " in out and out.rstrip().endswith("blue it is")
 
     out = await harness.cli("show", handle.id)
     assert "── step 1 ──" in out and "thought: I need to ask." in out
@@ -86,8 +86,8 @@ async def test_answer_result_show_and_list(harness, fake_llm):
 
     out = await harness.cli("list")
     (row,) = [line for line in out.splitlines() if line.startswith(handle.id)]
-    assert row.split()[1:4] == ["manus", "FINISHED", "2"]
-    assert out.splitlines()[0].split() == ["RUN", "ID", "AGENT/FLOW", "STATE", "STEP", "AGE"]
+    assert row.split()[1:5] == ["manus", "finished", "2", row.split()[4]] and row.endswith("Pick a colour")
+    assert out.splitlines()[0].split() == ["RUN", "ID", "AGENT/FLOW", "STATE", "STEP", "AGE", "TASK"]
 
 
 async def test_answer_without_a_waiting_question_is_an_error(harness, fake_llm):
@@ -100,7 +100,7 @@ async def test_answer_without_a_waiting_question_is_an_error(harness, fake_llm):
     assert "has already ended" in await harness.cli("cancel", handle.id, expect=2)
     out = await harness.cli("list")
     (row,) = [line for line in out.splitlines() if line.startswith(handle.id)]
-    assert row.split()[2] == "CANCELLED"
+    assert row.split()[2] == "cancelled"
 
 
 async def test_rewind_keeps_the_steps_before_and_reruns_the_rest(harness, fake_llm, tmp_path):

@@ -400,7 +400,7 @@ async def test_list_command_against_the_dev_server(cli, dev_env, tmp_path):
     proc = await cli.in_thread("list", env_extra={"TEMPORAL_ADDRESS": dev_address(dev_env)})
     assert proc.returncode == 0, proc.stderr
     header = proc.stdout.splitlines()[0].split()
-    assert header == ["RUN", "ID", "AGENT/FLOW", "STATE", "STEP", "AGE"] or proc.stdout.strip() == "no runs yet", proc.stdout
+    assert header == ["RUN", "ID", "AGENT/FLOW", "STATE", "STEP", "AGE", "TASK"] or proc.stdout.strip() == "no runs yet", proc.stdout
 
 
 async def test_a_task_named_list_after_run_is_a_run(cli, dev_env, tmp_path):
