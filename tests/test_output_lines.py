@@ -30,7 +30,9 @@ async def test_a_flow_on_a_terminal_clears_the_progress_line_and_numbers_its_pla
 ):
     fake_llm.responder = FlowScript(
         plan_reply("Compute it", "Report it"),
-        {1: [python("import time; time.sleep(1.5); print(1)"), terminate("one")], 2: [terminate("two")]},
+        # Step 2 takes long enough to be polled: step 1's outcome is printed by a poll, not after the flow's end.
+        {1: [python("import time; time.sleep(1.5); print(1)"), terminate("one")],
+         2: [python("import time; time.sleep(1.5); print(2)"), terminate("two")]},
     )
     handle = await start_flow(time_skipping_env, settings)
     terminal = Terminal()
