@@ -10,10 +10,11 @@ worker answers; with none, the row says "running")."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, AsyncIterator, TextIO
+from typing import Any, AsyncGenerator, TextIO
 
 from temporalio.api.common.v1 import WorkflowExecution as ProtoWorkflowExecution
 from temporalio.api.history.v1 import HistoryEvent
@@ -221,7 +222,7 @@ def selected(row: RunRow, state: StateClass | None) -> bool:
     return state == StateClass.RUNNING and row.state_class == StateClass.WAITING
 
 
-async def _by_workflow_id(client: Client, query: str) -> AsyncIterator[list[list[WorkflowExecution]]]:
+async def _by_workflow_id(client: Client, query: str) -> AsyncGenerator[list[list[WorkflowExecution]], None]:
     """Batches of workflow ids' executions, in the listing's order (newest
     first), each id once; reads at most SCAN_LIMIT executions."""
     seen: dict[str, list[WorkflowExecution]] = {}
@@ -247,11 +248,12 @@ async def recent_runs(client: Client, limit: int = LIST_LIMIT, state: StateClass
     """The newest `limit` runs and flows in `state` (all when None), newest
     first, one row per workflow id."""
     rows: list[RunRow] = []
-    async for batch in _by_workflow_id(client, listing_query(state)):
-        found = await asyncio.gather(*(row_of(client, newest(executions)) for executions in batch))
-        rows.extend(row for row in found if selected(row, state))
-        if len(rows) >= limit:
-            break
+    async with contextlib.aclosing(_by_workflow_id(client, listing_query(state))) as batches:
+        async for batch in batches:
+            found = await asyncio.gather(*(row_of(client, newest(executions)) for executions in batch))
+            rows.extend(row for row in found if selected(row, state))
+            if len(rows) >= limit:
+                break
     return rows[:limit]
 
 
