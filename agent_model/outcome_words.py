@@ -73,12 +73,17 @@ FLOW_OUTCOMES: dict[FlowOutcome, Outcome] = {
 
 
 def agent_outcome(result: AgentRunResult) -> Outcome:
-    """How an agent run ended; its state wins where it disagrees with the stop
-    reason (a run in ERROR never reads finished)."""
-    outcome = AGENT_OUTCOMES[result.stop_reason]
-    if result.state == AgentState.ERROR and outcome.state_class != FAILED:
+    """How an agent run ended."""
+    return ending_outcome(result.state, result.stop_reason)
+
+
+def ending_outcome(state: AgentState, reason: StopReason) -> Outcome:
+    """How an agent run (or a session's turn) ended; its state wins where it
+    disagrees with the stop reason (a run in ERROR never reads finished)."""
+    outcome = AGENT_OUTCOMES[reason]
+    if state == AgentState.ERROR and outcome.state_class != FAILED:
         return AGENT_OUTCOMES[StopReason.ERROR]
-    if result.state == AgentState.CANCELLED:
+    if state == AgentState.CANCELLED:
         return AGENT_OUTCOMES[StopReason.CANCELLED]
     return outcome
 

@@ -16,6 +16,7 @@ from typing import TextIO
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
+from agent_model.outcome_words import agent_outcome, ending_outcome
 from agent_model.run import AgentRunResult
 from agent_model.session import SessionView, TurnRecord, idle_text
 from config.settings import Settings
@@ -77,7 +78,7 @@ async def follow_turn(
                 except WorkflowFailureError as e:
                     raise RunEnded(await ended_line(client, handle.id, e)) from None
                 if began:
-                    progress.finish(result)
+                    await progress.finish(result)
                 return turn_in(result.turns, turn) or result
     finally:
         let_go(result_task)
@@ -87,7 +88,7 @@ async def follow_turn(
 def report_turn(outcome: TurnRecord | AgentRunResult, run_id: str, out: TextIO) -> bool:
     """Print how the turn ended; True when it finished its task."""
     if isinstance(outcome, AgentRunResult):
-        print(f"\nrun {run_id} ended {outcome.state.value} ({outcome.stop_reason.value})", file=out)
+        print(f"\nrun {run_id}: {agent_outcome(outcome).sentence()}", file=out)
         if outcome.note:
             print(f"note: {inert(outcome.note)}", file=out)
         if outcome.final_answer:
@@ -100,7 +101,7 @@ def report_turn(outcome: TurnRecord | AgentRunResult, run_id: str, out: TextIO) 
         steps = f"step {outcome.first_step}"
     else:
         steps = f"steps {outcome.first_step}-{outcome.last_step}"
-    print(f"\nturn {outcome.turn} {outcome.state.value} ({outcome.stop_reason.value}), {steps}", file=out)
+    print(f"\nturn {outcome.turn}: {ending_outcome(outcome.state, outcome.stop_reason).sentence()} ({steps})", file=out)
     if outcome.note:
         print(f"note: {inert(outcome.note)}", file=out)
     if outcome.answer:

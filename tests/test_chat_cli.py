@@ -36,7 +36,7 @@ async def test_a_follow_up_to_a_finished_run_goes_on_in_the_same_conversation(ha
     out = await harness.cli("chat", handle.id, "read the note back")
     assert f"{handle.id}: turn 2 starts now (the run went on in a new execution)" in out
     assert "[3/" in out and "remembered" in out  # the step lines, and the workspace file of turn 1
-    assert "turn 2 FINISHED (terminated), steps 3-4" in out and out.count("second answer") >= 1
+    assert "turn 2: finished: the agent ended its task (steps 3-4)" in out and out.count("second answer") >= 1
     assert f"python starter.py chat {handle.id}" in out
     assert "write a note" in user_texts(fake_llm.requests[2])[0] and "read the note back" in user_texts(fake_llm.requests[2])
 

@@ -53,7 +53,7 @@ async def test_a_follow_up_after_the_worker_was_killed_between_turns(dev_env, fa
         done = await cli.in_thread("chat", run_id, "read the note", "--worker", "never", env_extra=cli_environment(env))
         assert done.returncode == 0, done
         assert "turn 2 starts now" in done.stdout and "from turn one" in done.stdout
-        assert "turn 2 FINISHED (terminated), steps 3-4" in done.stdout and "turn two done" in done.stdout
+        assert "turn 2: finished: the agent ended its task (steps 3-4)" in done.stdout and "turn two done" in done.stdout
         texts = [m.get("content") for m in fake_llm.requests[2].messages if m["role"] == "user"]
         assert "keep a note" in str(texts[0]) and "read the note" in texts
         steps = await handle.query(AgentWorkflow.steps, 0)
