@@ -59,7 +59,7 @@ def assert_followed_to_the_end(child: Child, code: int) -> None:
     assert code == 0, child.describe()
     assert re.search(r"^run \S+$", out, re.M), child.describe()
     assert re.search(r"^\[1/\d+\] python_execute → 391$", out, re.M), child.describe()
-    assert re.search(r"^FINISHED \(terminated\) after 2 steps, \d+ tokens$", out, re.M), child.describe()
+    assert re.search(r"^finished: the agent ended its task \(2 steps, \d+ tokens\)$", out, re.M), child.describe()
     assert ANSWER in out.splitlines(), child.describe()
 
 
