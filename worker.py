@@ -1,6 +1,7 @@
 """Run one durable-manus worker: every workflow and activity, until SIGINT/SIGTERM.
 
     python worker.py [--config PATH]          # or: python starter.py worker [--config PATH]
+    python worker.py --idle-exit SECONDS      # exit once no run is open on the task queue that long
 
 Configuration is checked before connecting (exit 2 with one line on a problem).
 The Temporal server is found through TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE /
@@ -25,6 +26,7 @@ from config.settings import ConfigError, load_settings
 from runtime.cli import exit_now, pipe_safe
 from runtime.config_report import ConfigWatch, config_lines, watch_config
 from runtime.connection import connect
+from runtime.idle_exit import wait_until_idle
 from runtime.terminal_text import InertFormatter
 from runtime.worker_factory import build_worker, check_worker_settings, harden_worker_process
 from runtime.user_errors import TemporalUnreachable
@@ -54,9 +56,15 @@ async def run_worker(args: argparse.Namespace) -> int:
     async with worker:
         pruning = asyncio.create_task(asyncio.to_thread(ContextStore(settings.workspace_root).prune))
         watching = asyncio.create_task(watch_config(watch))
+        idle = None
+        if args.idle_exit is not None:
+            idle = asyncio.create_task(wait_until_idle(client, settings.task_queue, args.idle_exit))
+            idle.add_done_callback(lambda _: stop.set())
         await stop.wait()
         pruning.cancel()
         watching.cancel()
+        if idle is not None:
+            idle.cancel()
         logging.info("shutting down")
     return 0
 

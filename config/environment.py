@@ -95,6 +95,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("DURABLE_MANUS_PICKUP_WAIT", "pickup_wait_seconds", seconds(0.5, 600), "seconds a detached start waits to see a worker take the run (default 3)"),
     Variable("DURABLE_MANUS_UI_PORT", "the embedded server's Web UI port", port, "the port of the embedded Temporal server's Web UI (default 8233)"),
     Variable("DURABLE_MANUS_TEMPORAL_CLI", "the embedded server's temporal CLI", path, "the `temporal` CLI that starts the embedded server (default: beside this Python, else on PATH)"),
+    Variable("DURABLE_MANUS_WORKER_IDLE_EXIT", "the starter's worker's idle exit", seconds(0, 86400), "seconds the worker a starter starts for its runs (detached: it outlives the starter) stays once no run is open on its task queue (default 300); 0: the starter runs its worker in its own process, and it stops with the command"),
     Variable("DURABLE_MANUS_QUERY_WAIT", "run control's query wait", seconds(0.5, 600), "seconds show, answer and the other run commands wait for a worker to answer a query (default 10)"),
 )
 BY_NAME = {variable.name: variable for variable in VARIABLES}

@@ -42,6 +42,8 @@ class Following:
     """The run a command follows, once known: the lines that say how to resume name it."""
 
     run_id: str | None = None
+    worker: InProcessWorker | None = None
+    """The command's worker: it says what becomes of the run on Ctrl-C."""
 
 
 def report_flow(result: PlanningFlowResult, out) -> int:
@@ -146,6 +148,8 @@ async def execute(command: Command, following: Following | None = None, out: Tex
     detach = isinstance(command, (Run, Rewind, Fork)) and command.detach
     async with contextlib.AsyncExitStack() as stack:
         worker = InProcessWorker(client, settings, stack, out if isinstance(command, FOLLOWS_A_RUN) else None)
+        if following is not None:
+            following.worker = worker
         if not detach:
             await worker.prepare(command.worker)
         if isinstance(command, (Answer, Approve, Reject, Show, Cancel)):
@@ -243,5 +247,9 @@ def run_command(command: Command) -> int:
             print("\nstarter: interrupted", file=sys.stderr)
         else:
             target = following.run_id or "<run id>"
-            print(f"\nstopped following; the run goes on. Resume with: python starter.py attach {target}", file=sys.stderr)
+            if following.worker is None:
+                line = f"stopped following; the run goes on. Resume with: python starter.py attach {target}"
+            else:
+                line = following.worker.interrupted_line(target)
+            print(f"\n{line}", file=sys.stderr)
         return 130

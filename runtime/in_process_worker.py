@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from typing import TYPE_CHECKING, TextIO
 
 from temporalio.client import Client
 
 from config.settings import DEFAULT_TASK_QUEUE, ConfigError, Settings
+from runtime.ad_hoc_mcp import AD_HOC_SERVER
 from runtime import run_control
 from runtime.connection import is_unreachable
+from runtime.detached_worker import DetachedWorker, ensure_detached_worker, idle_exit_seconds, recorded_worker
 from runtime.follow import ServerLost, Stall
 from runtime.task_queue import live_workers
 from runtime.user_errors import WorkerUnavailable
@@ -60,6 +63,10 @@ class InProcessWorker:
         self.running = False
         self.live: list[str] = []
         """Workers the task queue lists that may be alive."""
+        self.detachable = False
+        """A worker this command starts is a detached one (runtime/detached_worker.py)."""
+        self.detached: DetachedWorker | None = None
+        """The detached worker that serves this command's runs, once known."""
 
     def _build(self) -> WorkerSet:
         # Here, not at the top: only a command that runs a worker pays for the worker stack.
@@ -80,6 +87,13 @@ class InProcessWorker:
             return
         if mode == "auto":
             self.live = await live_workers(self.client, self.settings.task_queue)
+            self.detachable = idle_exit_seconds() > 0 and AD_HOC_SERVER not in self.settings.mcp_servers
+            if self.detachable:
+                found = recorded_worker(self.settings, self._address, self.client.namespace)
+                self.detached = found if found is not None and self._identity(found.pid) in self.live else None
+                if not self.live:
+                    await self._start_detached()
+                return
         if mode == "always" or not self.live:
             if self.out is not None:
                 print(f"starting a worker in this process (task queue {self.settings.task_queue})...", file=self.out, flush=True)
@@ -91,9 +105,53 @@ class InProcessWorker:
         except (ConfigError, WorkerUnavailable) as e:
             self.unavailable = str(e)
 
+    @property
+    def _address(self) -> str:
+        return self.client.service_client.config.target_host
+
+    @staticmethod
+    def _identity(pid: int) -> str:
+        return f"{pid}@{socket.gethostname()}"  # the SDK's default worker identity
+
+    async def _polls(self, pid: int) -> bool:
+        return self._identity(pid) in await live_workers(self.client, self.settings.task_queue)
+
+    async def _start_detached(self) -> None:
+        idle = idle_exit_seconds()
+        if self.out is not None:
+            print(f"starting a worker for task queue {self.settings.task_queue} in the background...", file=self.out, flush=True)
+        self.detached, started = await ensure_detached_worker(
+            self.settings, self._address, self.client.namespace, self._polls, idle
+        )
+        if self.out is not None:
+            how = "started" if started else "already running"
+            print(
+                f"{self.detached.where()} {how}: it outlives this command, and exits {idle:g} s after the "
+                "last run on its task queue ends",
+                file=self.out, flush=True,
+            )
+
+    def interrupted_line(self, run_id: str) -> str:
+        """What becomes of the run when the user stops following it (Ctrl-C)."""
+        again = f"python starter.py attach {run_id}"
+        if self.detached is not None and self.detached.alive():
+            return f"stopped following; the run goes on in {self.detached.where()}; follow it again with: {again}"
+        if self.running:
+            return (
+                "stopped following; the worker of this command stopped with it, so the run waits for a worker: "
+                f"resume it with: {again} (or start `{worker_command(self.settings)}`)"
+            )
+        if self.live:
+            return f"stopped following; the run goes on (on {', '.join(self.live[:3])}); follow it again with: {again}"
+        return f"stopped following; the run waits for a worker: start `{worker_command(self.settings)}`, or resume it with: {again}"
+
     async def start(self) -> bool:
         """Start the worker if it is ready and not running; True when it runs.
         It stops when the command's AsyncExitStack closes."""
+        if self.detachable:
+            if self.detached is None or not self.detached.alive():
+                await self._start_detached()
+            return True
         if not self.running and self.worker is not None:
             from runtime.worker_factory import harden_worker_process
 
@@ -120,10 +178,27 @@ class InProcessWorker:
     async def start_unless_answered(self, run_id: str) -> None:
         """For a command that needs a worker to answer for `run_id` now: start
         this one unless a live worker answers for the run."""
+        if self.detachable:
+            if (self.detached is None or not self.detached.alive()) and not await run_control.worker_answers(
+                self.client, run_id
+            ):
+                await self.start()
+            return
         if not self.running and self.worker is not None and not await run_control.worker_answers(self.client, run_id):
             await self.start()
 
     async def on_stall(self, run_id: str, waited: float) -> Stall | None:
+        if self.detachable:
+            if self.detached is not None and self.detached.alive():
+                return None  # it is ours and alive: busy, or about to take the task
+            listed = ", ".join(self.live[:3]) or "none"
+            await self.start()
+            assert self.detached is not None
+            return Stall(
+                f"no worker took run {run_id}'s task within {waited:.0f} s (the task queue listed {listed}); "
+                f"the run goes on in {self.detached.where()}",
+                resolved=True,
+            )
         if self.running:
             return None
         if await self.start():

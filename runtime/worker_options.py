@@ -19,6 +19,14 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
         "--connect-timeout", type=float, default=60.0, help="seconds to wait for the Temporal server (default 60)"
     )
     parser.add_argument(
+        "--idle-exit",
+        metavar="SECONDS",
+        type=float,
+        default=None,
+        help="exit once no run has been open on the task queue for SECONDS (the worker a starter starts "
+        "for its runs); by default the worker runs until SIGINT/SIGTERM",
+    )
+    parser.add_argument(
         "--metrics",
         metavar="HOST:PORT",
         default=os.environ.get(METRICS_VARIABLE) or None,
