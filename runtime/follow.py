@@ -24,6 +24,7 @@ from agent_model.run import resolved_profile
 from runtime.approval_prompt import ask_approval
 from runtime.cli import mute_temporal_logs
 from runtime.connection import is_unreachable
+from runtime.retry_notice import RetryNotices
 from runtime.run_control import ended_line
 from runtime.task_queue import waits_for_worker
 from runtime.terminal_text import inert
@@ -323,6 +324,7 @@ class Watch:
         self.stall_told: Stall | None = None
         self.waiting = False
         """At the last check, the run had a task that no worker had taken."""
+        self.retries = RetryNotices()
 
     @property
     def address(self) -> str:
@@ -351,6 +353,9 @@ class Watch:
                 if is_unreachable(e):
                     raise
                 continue  # e.g. a step run not visible yet; the next check sees it
+            retrying = self.retries.line(run_id, description)
+            if retrying is not None:
+                progress.say(retrying)
             if waits_for_worker(description):
                 waiting = waiting or run_id
         self.waiting = waiting is not None

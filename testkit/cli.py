@@ -26,7 +26,10 @@ def cli_environment(child_env: Mapping[str, str]) -> dict[str, str]:
     """What an in-process call needs of testkit.e2e.child_env's environment: the
     variables the product reads, not the whole process's (PATH, TMPDIR, ...)."""
     names = ("WORKSPACE_ROOT", "HOME", "XDG_CONFIG_HOME")
-    return {k: v for k, v in child_env.items() if k.startswith(CLEAN_PREFIXES) or k in names}
+    child_only = ("DURABLE_MANUS_WORKER_IDLE_EXIT",)  # an in-process call's worker stays in-process
+    return {
+        k: v for k, v in child_env.items() if (k.startswith(CLEAN_PREFIXES) or k in names) and k not in child_only
+    }
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,9 @@ class InProcessCli:
             self.monkeypatch.delenv(name)
         self.monkeypatch.setenv("TEMPORAL_ADDRESS", "127.0.0.1:9")
         self.monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        # A worker the command starts runs in this process and stops with it,
+        # as the calls' tests expect (no detached worker.py outliving the test).
+        self.monkeypatch.setenv("DURABLE_MANUS_WORKER_IDLE_EXIT", "0")
         for name, value in extra.items():
             if value is None:
                 self.monkeypatch.delenv(name, raising=False)

@@ -117,6 +117,11 @@ def child_env(
         # A listed worker takes a run in well under a second, but not always
         # within the product's 3 s on a loaded machine.
         DURABLE_MANUS_PICKUP_WAIT="30",
+        # The worker a starter starts outlives it (runtime/detached_worker.py):
+        # its pid file and log go under tmp_path, and it exits soon after the
+        # test's runs end.
+        DURABLE_MANUS_DATA_DIR=str(tmp_path / "data"),
+        DURABLE_MANUS_WORKER_IDLE_EXIT="10",
     )
     if DEFAULT_CONFIG_PATH.exists():
         empty = tmp_path / "empty-config.toml"
