@@ -21,14 +21,17 @@ run, attach and rewind start the embedded Temporal server (detached, SQLite
 under .data/) when TEMPORAL_ADDRESS is unset and nothing listens on
 127.0.0.1:7233. list, show, result, answer and cancel never start a server:
 with none to reach they say so in one line. With no live worker on the task
-queue, one runs inside this process until the command ends; so it does when
-the run's next task waits a few seconds for a worker that the task queue only
-seemed to have (--worker auto, the default).
+queue, one is started in the background (worker.py --idle-exit, detached like
+the embedded server, its log in .data/): it outlives this command and exits
+once no run has been open on the queue for DURABLE_MANUS_WORKER_IDLE_EXIT
+seconds; so it is when the run's next task waits a few seconds for a worker
+that the task queue only seemed to have (--worker auto, the default).
+--worker always runs the worker inside this process until the command ends.
 
 Exit codes: 0 the run finished its task; 1 it ended otherwise (error,
 cancellation, step limit, gave up, terminated, timed out); 2 bad input or
 configuration; 3 lost the Temporal server while following (the run is safe;
-re-attach); 130 stopped following with Ctrl-C (the run goes on).
+re-attach); 130 stopped following with Ctrl-C (the last line says where the run goes on).
 """
 
 from __future__ import annotations

@@ -277,7 +277,8 @@ class Parser(argparse.ArgumentParser):
 def add_worker_mode(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--worker", choices=("auto", "always", "never"), default="auto",
-        help="run an in-process worker: auto = when no live worker serves the run (default)",
+        help="auto (default): when no live worker serves the run, start one in the background that outlives "
+        "this command; always: run one in this process (it stops with the command); never: none",
     )
 
 
