@@ -199,7 +199,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     session = validated(SessionSettings, source, "[session]", data.get("session", {}), origins_in(origins, "session"))
     server_wait = environment.read(env, "DURABLE_MANUS_SERVER_WAIT")
     pickup_wait = environment.read(env, "DURABLE_MANUS_PICKUP_WAIT")
-    for own in ("DURABLE_MANUS_QUERY_WAIT", "DURABLE_MANUS_UI_PORT", "DURABLE_MANUS_TEMPORAL_CLI"):
+    for own in ("DURABLE_MANUS_QUERY_WAIT", "DURABLE_MANUS_UI_PORT", "DURABLE_MANUS_TEMPORAL_CLI", "DURABLE_MANUS_WORKER_IDLE_EXIT"):
         environment.read(env, own)  # read where they are used; refused here like the others
     mcp_servers = _mcp_servers(file if source != "environment" else None, mcp_server_reference, env)
 
