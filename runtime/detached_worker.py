@@ -24,6 +24,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Awaitable, Callable
 
 from config import environment
 from config.config_file import REPO_DIR
@@ -115,17 +116,26 @@ def _spawn(settings: Settings, directory: Path, stem: str, idle_seconds: float) 
 
 
 @contextlib.contextmanager
-def _queue_lock(path: Path):
+def _queue_lock(path: Path, say: Callable[[str], None]):
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say("another starter is starting the worker for this task queue; waiting for it...")
+            fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)
 
 
 async def ensure_detached_worker(
-    settings: Settings, address: str, namespace: str, is_polling, idle_seconds: float
+    settings: Settings,
+    address: str,
+    namespace: str,
+    is_polling: Callable[[int], Awaitable[bool]],
+    idle_seconds: float,
+    say: Callable[[str], None],
 ) -> tuple[DetachedWorker, bool]:
     """The detached worker of this server, namespace and task queue, started
     unless one runs; True when this call started it. Returns once it polls
@@ -133,7 +143,7 @@ async def ensure_detached_worker(
     when it exits first."""
     directory = private_data_dir()
     stem = file_stem(address, namespace, settings.task_queue)
-    with _queue_lock(directory / f"{stem}.lock"):  # held until it polls: a second starter then reuses it
+    with _queue_lock(directory / f"{stem}.lock", say):  # held until it polls: a second starter then reuses it
         worker = _recorded(directory / f"{stem}.pid")
         started = worker is None
         if worker is None:

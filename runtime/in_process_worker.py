@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import sys
 from typing import TYPE_CHECKING, TextIO
 
 from temporalio.client import Client
@@ -91,6 +92,8 @@ class InProcessWorker:
             if self.detachable:
                 found = recorded_worker(self.settings, self._address, self.client.namespace)
                 self.detached = found if found is not None and self._identity(found.pid) in self.live else None
+                if self.detached is not None and self.out is not None:
+                    self._say(f"{self.detached.where()} serves task queue {self.settings.task_queue} in the background")
                 if not self.live:
                     await self._start_detached()
                 return
@@ -116,20 +119,21 @@ class InProcessWorker:
     async def _polls(self, pid: int) -> bool:
         return self._identity(pid) in await live_workers(self.client, self.settings.task_queue)
 
+    def _say(self, line: str) -> None:
+        # A command that prints no run (show, answer, ...) says it on stderr, not among its own output.
+        print(line, file=self.out or sys.stderr, flush=True)
+
     async def _start_detached(self) -> None:
         idle = idle_exit_seconds()
-        if self.out is not None:
-            print(f"starting a worker for task queue {self.settings.task_queue} in the background...", file=self.out, flush=True)
+        self._say(f"starting a worker for task queue {self.settings.task_queue} in the background...")
         self.detached, started = await ensure_detached_worker(
-            self.settings, self._address, self.client.namespace, self._polls, idle
+            self.settings, self._address, self.client.namespace, self._polls, idle, self._say
         )
-        if self.out is not None:
-            how = "started" if started else "already running"
-            print(
-                f"{self.detached.where()} {how}: it outlives this command, and exits {idle:g} s after the "
-                "last run on its task queue ends",
-                file=self.out, flush=True,
-            )
+        how = "started" if started else "already running"
+        self._say(
+            f"{self.detached.where()} {how}: it outlives this command, and exits {idle:g} s after the "
+            "last run on its task queue ends"
+        )
 
     def interrupted_line(self, run_id: str) -> str:
         """What becomes of the run when the user stops following it (Ctrl-C)."""

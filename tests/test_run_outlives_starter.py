@@ -84,7 +84,8 @@ async def test_ctrl_c_leaves_the_run_to_a_worker_that_outlives_the_starter(dev_e
         fake_llm.turns = [python("print(17*23)"), terminate(ANSWER)]
         second = start_starter([TASK], env, logs, name="second")
         assert await second.wait(60) == 0, second.describe()
-        assert "already running" in second.stdout() or "starting a worker" not in second.stdout(), second.describe()
+        assert f"worker {pid} (log {log}) serves task queue" in second.stdout(), second.describe()
+        assert "starting a worker" not in second.stdout(), second.describe()
         assert await worker_identities(dev_env.client, run_id_of(second)) == {me}
 
         # With no run left on its task queue, it exits by itself.
@@ -94,3 +95,23 @@ async def test_ctrl_c_leaves_the_run_to_a_worker_that_outlives_the_starter(dev_e
         await starter.stop()
         if pid is not None and pid_alive(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+async def test_two_starters_at_once_share_one_worker(dev_env, fake_llm, tmp_path):
+    fake_llm.turns = [python("print(17*23)"), terminate(ANSWER)]
+    env = child_env(
+        tmp_path, address=server_address(dev_env), task_queue=unique_queue("shared"), base_url=fake_llm.base_url,
+        extra={"DURABLE_MANUS_WORKER_IDLE_EXIT": str(IDLE_EXIT)},
+    )
+    logs = tmp_path / "logs"
+    starters = [start_starter([TASK], env, logs, name=f"starter-{n}") for n in range(2)]
+    try:
+        for starter in starters:
+            assert await starter.wait(90) == 0, starter.describe()
+        identities = [await worker_identities(dev_env.client, run_id_of(s)) for s in starters]
+        assert len(identities[0]) == 1 and identities[0] == identities[1], identities
+        pid = int(next(iter(identities[0])).partition("@")[0])
+        await wait_until(lambda: not pid_alive(pid), IDLE_EXIT + 30, "the idle worker's exit", 0.2)
+    finally:
+        for starter in starters:
+            await starter.stop()
