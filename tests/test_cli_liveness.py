@@ -88,6 +88,7 @@ async def test_back_to_back_commands_each_finish(env, fake_llm, tmp_path):
     lists it as a poller for about a minute; the next command must not count on it."""
     fake_llm.turns = script()
     logs, children = tmp_path / "logs", []
+    env = {**env, "DURABLE_MANUS_WORKER_IDLE_EXIT": "0"}  # workers in the starters (tests/test_run_outlives_starter.py: detached)
     try:
         first = start_starter([TASK], env, logs, name="first")
         children.append(first)

@@ -95,8 +95,8 @@ async def test_starter_and_worker_as_processes(dev_env, fake_llm, tmp_path):
 
 
 async def test_starter_with_its_own_worker(dev_env, fake_llm, tmp_path):
-    """--worker auto with nobody polling the queue: the starter runs a worker
-    inside its own process until the run ends."""
+    """--worker auto with nobody polling the queue: the starter starts a worker
+    (in the background: runtime/detached_worker.py) that runs the run to the end."""
     fake_llm.turns = compute_script()
     env = child_env(tmp_path, address=server_address(dev_env), task_queue=unique_queue(), base_url=fake_llm.base_url)
     starter = None
