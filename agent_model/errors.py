@@ -49,3 +49,7 @@ MCP_UNKNOWN_SERVER_ERROR = "McpUnknownServer"
 """The run names an MCP server the worker's mcp.json lacks; never retried."""
 MCP_UNAVAILABLE_ERROR = "McpUnavailable"
 """The server could not be reached or failed mid-call; retried."""
+
+# A run's own ending (workflows/run_failure.py).
+TASK_NOT_DONE_ERROR = "TaskNotDone"
+"""A run or flow that ended without doing its task fails with this; its details hold the whole result."""

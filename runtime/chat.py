@@ -25,6 +25,7 @@ from runtime import run_control
 from runtime.embedded_server import web_ui_url
 from runtime.follow_up import Delivery, agent_handle, check_message, deliver, refuse_non_target
 from runtime.run_control import ended_line
+from runtime.run_result import ended_result
 from runtime.run_start import check_task_fits, start_agent_run
 from runtime.tasks import let_go
 from runtime.terminal_text import inert
@@ -54,7 +55,7 @@ async def follow_turn(
     run closes (its result); questions and gated calls are asked in a terminal."""
     progress = AgentProgress(handle, out, interactive)
     began = False
-    result_task = asyncio.ensure_future(handle.result())
+    result_task = asyncio.ensure_future(ended_result(handle, AgentRunResult))
     try:
         while True:
             if watch is not None:

@@ -8,7 +8,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Awaitable, Callable, TextIO
+from typing import Any, Awaitable, Callable, TextIO
 
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionRequest, GetSystemInfoRequest
@@ -26,6 +26,7 @@ from runtime.cli import mute_temporal_logs
 from runtime.connection import is_unreachable
 from runtime.retry_notice import RetryNotices
 from runtime.run_control import ended_line
+from runtime.run_result import ended_result
 from runtime.task_queue import waits_for_worker
 from runtime.terminal_text import inert
 from runtime.tasks import let_go
@@ -413,7 +414,8 @@ async def _poll(progress: AgentProgress | FlowProgress, watch: Watch | None) -> 
 async def _until_done(handle: WorkflowHandle, progress: AgentProgress | FlowProgress, watch: Watch | None = None):
     try:
         while True:
-            result_task = asyncio.ensure_future(handle.result())
+            kind = PlanningFlowResult if isinstance(progress, FlowProgress) else AgentRunResult
+            result_task: asyncio.Future[Any] = asyncio.ensure_future(ended_result(handle, kind))
             try:
                 while not result_task.done():
                     if watch is not None:

@@ -12,7 +12,7 @@ from typing import TextIO
 
 from temporalio.api.common.v1 import WorkflowExecution as ProtoWorkflowExecution
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryRequest
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
@@ -24,6 +24,7 @@ from agent_model.session import SessionMessage, SessionTerms, SessionView, TurnR
 from agent_model.workspace_names import workspace_name_for
 from config.settings import Settings
 from runtime import run_control
+from runtime.run_result import ended_result
 from runtime.run_start import summary_of
 from runtime.user_errors import RunControlError, UsageError
 from workflows import search_attributes
@@ -67,7 +68,8 @@ async def deliver(client: Client, settings: Settings, run_id: str, text: str, ou
         refuse_non_target(description, run_id)
         if run_control.is_running(description):
             delivered = await to_open_run(client, run_id, text)
-        elif description.status == WorkflowExecutionStatus.COMPLETED:
+        elif description.status in (WorkflowExecutionStatus.COMPLETED, WorkflowExecutionStatus.FAILED):
+            # FAILED too: a run whose task was not done ends so, its state kept (workflows/run_failure.py).
             delivered = await to_closed_run(client, settings, run_id, description.run_id, text, out)
         else:
             raise RunControlError(
@@ -140,7 +142,12 @@ async def to_closed_run(
     with `text` waiting in its inbox; None when another starter reopened it first."""
     closed = client.get_workflow_handle(run_id, run_id=execution, result_type=AgentRunResult)
     original = await closed_input(client, run_id, execution)
-    result: AgentRunResult = await closed.result()
+    try:
+        result = await ended_result(closed, AgentRunResult)
+    except WorkflowFailureError as e:
+        raise RunControlError(
+            f"{await run_control.ended_line(client, run_id, e)}; only a run that ended with a result takes a follow-up"
+        ) from None
     carried: RunState = await run_control.query(closed, AgentWorkflow.state_to_carry, out=out)
     outcome = (result.state, result.stop_reason, result.final_answer)
     carried.session = reopened(carried.session, original.task, carried.step, outcome, text)

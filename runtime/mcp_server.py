@@ -537,7 +537,7 @@ class RunTools:
         failure = None
         if run_control.is_running(description) and wait_seconds > 0:
             handle = client.get_workflow_handle(run_id, result_type=run_control.result_type(description))
-            ended = await run_control.result_within(handle, wait_seconds)
+            ended = await run_control.result_within(handle, wait_seconds, run_control.result_type(description))
             if isinstance(ended, WorkflowFailureError):
                 failure = ended  # ended without a result: described below
             elif ended is not None:

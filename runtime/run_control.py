@@ -33,6 +33,7 @@ from workflows import search_attributes
 from workflows.agent import AgentWorkflow
 from workflows.planning import PlanningFlowWorkflow
 from runtime.rewind_files import restore_for_rewind
+from runtime.run_result import ended_result
 from runtime.tasks import let_go
 from runtime.terminal_text import inert
 from runtime.user_errors import RunControlError, RunEnded
@@ -202,11 +203,12 @@ async def ended_line(
     return f"run {run_id} failed: {kind}: {one_line(getattr(failure, 'message', None) or failure)}"
 
 
-async def result_within(handle: WorkflowHandle, seconds: float) -> Any:
-    """What the run ends with within `seconds`: its result, or the
-    WorkflowFailureError it ended with (no result); None when it has not ended."""
+async def result_within(handle: WorkflowHandle, seconds: float, kind: type = AgentRunResult) -> Any:
+    """What the run ends with within `seconds`: its result (also of a run that
+    failed because its task was not done), or the WorkflowFailureError it
+    ended with (no result); None when it has not ended."""
     try:
-        return await asyncio.wait_for(handle.result(), seconds)
+        return await asyncio.wait_for(ended_result(handle, kind), seconds)
     except asyncio.TimeoutError:
         return None
     except WorkflowFailureError as e:
@@ -282,7 +284,7 @@ async def cancel(client: Client, run_id: str, out: TextIO, wait_seconds: float =
     handle = client.get_workflow_handle(run_id, result_type=result_type(description))
     await handle.cancel()
     print(f"cancellation of {run_id} requested; waiting up to {wait_seconds:.0f} s for the run to end", file=out, flush=True)
-    result = await result_within(handle, wait_seconds)
+    result = await result_within(handle, wait_seconds, result_type(description))
     if result is None:
         print(
             f"the run has not ended yet; it ends when a worker takes the cancellation (is one running? {WORKER_HINT})",
@@ -383,7 +385,7 @@ async def finished_result(client: Client, run_id: str, description: WorkflowExec
         raise RunControlError(f"run {run_id} is still running")
     handle = client.get_workflow_handle(run_id, result_type=result_type(description))
     try:
-        return await handle.result()
+        return await ended_result(handle, result_type(description))
     except WorkflowFailureError as e:
         raise RunEnded(await ended_line(client, run_id, e, description)) from None
 

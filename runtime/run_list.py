@@ -31,6 +31,7 @@ from agent_model.run import AgentRunResult, AgentStatus
 from workflows import search_attributes
 from workflows.agent import AgentWorkflow
 from workflows.planning import PlanningFlowWorkflow
+from workflows.run_failure import result_in
 from runtime.run_control import closed_state, is_flow, is_running, status_name
 from runtime.terminal_text import inert
 
@@ -55,6 +56,8 @@ CLOSED_WORDS: dict[WorkflowExecutionStatus, Outcome] = {
     WorkflowExecutionStatus.FAILED: Outcome("failed", "the run failed", StateClass.FAILED),
 }
 """How a run that closed without a result ended (Temporal's status)."""
+WITH_RESULT = (WorkflowExecutionStatus.COMPLETED, WorkflowExecutionStatus.FAILED)
+"""Closed so, a run may have a result: a FAILED one whose task was not done carries it."""
 
 
 @dataclass(frozen=True)
@@ -151,13 +154,17 @@ async def task_of(client: Client, run: WorkflowExecution) -> str:
 
 
 async def result_of(client: Client, run: WorkflowExecution) -> AgentRunResult | PlanningFlowResult | None:
-    """A completed run's result, read from its last event."""
+    """A closed run's result, read from its last event: a completed run's, or
+    the one a run that failed because its task was not done carries."""
     event = await _one_event(client, run, first=False)
-    if event is None or not event.HasField("workflow_execution_completed_event_attributes"):
-        return None
-    payloads = list(event.workflow_execution_completed_event_attributes.result.payloads)
     kind: type = PlanningFlowResult if is_flow(run) else AgentRunResult
     try:
+        if event is not None and event.HasField("workflow_execution_failed_event_attributes"):
+            failure = await client.data_converter.decode_failure(event.workflow_execution_failed_event_attributes.failure)
+            return result_in(failure, kind)
+        if event is None or not event.HasField("workflow_execution_completed_event_attributes"):
+            return None
+        payloads = list(event.workflow_execution_completed_event_attributes.result.payloads)
         (result,) = await client.data_converter.decode(payloads, [kind])
         return result
     except Exception:  # a result of another code's shape: the row falls back to the run's state
@@ -204,13 +211,13 @@ async def row_of(client: Client, run: WorkflowExecution) -> RunRow:
         waiting = await waits_for(client, run)
         status, state_class = (waiting, StateClass.WAITING) if waiting else ("running", StateClass.RUNNING)
     else:
-        result = await result_of(client, run) if run.status == WorkflowExecutionStatus.COMPLETED else None
+        result = await result_of(client, run) if run.status in WITH_RESULT else None
         if result is not None:
             outcome = outcome_of(result)
             if isinstance(result, AgentRunResult):
                 state, step = result.state.value, result.steps_taken
         else:
-            state = closed_state(run) if run.status != WorkflowExecutionStatus.COMPLETED else state
+            state = closed_state(run) if run.status not in WITH_RESULT else state
             outcome = (CLOSED_WORDS.get(run.status) if run.status else None) or Outcome(state.lower(), "", StateClass.FAILED)
         status, state_class = outcome.word, outcome.state_class
     return RunRow(run.id, kind, await task, state, status, state_class, step, run.start_time)

@@ -15,6 +15,9 @@ event history as JSON. Scenarios:
         python_execute sleeps
     empty-reply (agent_run_empty_reply.json): a manus run whose model replies
         with neither text nor a tool call, twice
+    gave-up (agent_run_gave_up.json): a manus run: python_execute, then
+        terminate with status failure (it gave up; since the patch
+        task-not-done-fails it ends FAILED, its result in the failure)
     flow-cancelled (flow_cancelled.json): a PlanningFlow cancelled while its
         first step's python_execute sleeps (the flow's history only)
     continued (agent_run_continued.json): a manus run that continues as new
@@ -35,7 +38,8 @@ event history as JSON. Scenarios:
         starter starts it (profiles in its input, search attributes set, which
         its step runs get too): plan of two steps, the second blocks, a replan
         adds a third, which completes; the summary (the flow ends BLOCKED,
-        since step 2 stays blocked)
+        since step 2 stays blocked; FAILED since task-not-done-fails, and so
+        does step 2's run: flow_replanned_failed.json)
     budget-reached (agent_run_budget_reached.json): a manus run started as the
         starter starts it with --max-tokens 250 and the config's prices: two
         python_execute steps of 120 tokens each, a third (360 in all), then
@@ -44,8 +48,8 @@ event history as JSON. Scenarios:
         ask_at_ceiling: at 360 of 250 tokens it asks; 'lots' is asked again,
         '1000 tokens' raises the ceiling, and a fourth think terminates
 
-Every file in tests/histories/ was recorded by the v1 baseline (no patch
-markers). A scenario is written the same way by the code of any version, so
+The files in tests/histories/ were recorded by the v1 baseline (no patch
+markers) but those PATCHES.toml lists as a patch's `with`. A scenario is written the same way by the code of any version, so
 running this script from an older checkout records what that version did:
 that is how the history of a patch's old branch is made (docs/deploying.md,
 tests/histories/PATCHES.toml). Re-record a file only when a change is *meant*
@@ -88,6 +92,7 @@ from agent_model.state import AgentState, StopReason  # noqa: E402
 from config.settings import LLMSettings, Settings  # noqa: E402
 from runtime.worker_factory import WORKFLOWS, build_worker, sandboxed_runner  # noqa: E402
 from testkit.fake_openai import FakeOpenAI, Reply, call, turn_of  # noqa: E402
+from testkit.run_results import final_result  # noqa: E402
 from workflows import search_attributes  # noqa: E402
 from workflows.agent import AgentWorkflow  # noqa: E402
 from workflows.planning import PlanningFlowWorkflow  # noqa: E402
@@ -173,7 +178,7 @@ async def record_agent_run(
         question = await pending_question(handle, timeout)
         assert question.text == QUESTION, question
         await handle.execute_update(AgentWorkflow.answer, HumanAnswer(question_id=question.id, text=HUMAN_ANSWER))
-        result = await asyncio.wait_for(handle.result(), timeout)
+        result = await asyncio.wait_for(final_result(handle), timeout)
     assert (result.state, result.stop_reason) == (AgentState.FINISHED, StopReason.TERMINATED), result
     assert result.final_answer == FINAL_ANSWER, result
     assert result.steps[0].tool_calls[0].observation.strip() == "42", result.steps[0]
@@ -229,6 +234,19 @@ async def record_empty_reply_run(
     return await handle.fetch_history()
 
 
+async def record_gave_up_run(
+    client: Client, fake: FakeOpenAI, scratch: Path, workflow_id: str, timeout: float = 60
+) -> WorkflowHistory:
+    fake.turns = [
+        Reply(content="Let me look.", tool_calls=[call("python_execute", {"code": "print(6*7)"})]),
+        Reply(tool_calls=[call("terminate", {"status": "failure", "answer": "I could not find it."})]),
+    ]
+    run = AgentRunInput(task="Find the missing file.", agent="manus")
+    result, handle = await run_to_end(client, unconfined_settings(fake, scratch), run, workflow_id, timeout)
+    assert (result.state, result.stop_reason) == (AgentState.FINISHED, StopReason.GAVE_UP), result
+    return await handle.fetch_history()
+
+
 async def run_to_end(
     client: Client, settings: Settings, run: AgentRunInput, workflow_id: str, timeout: float, **start: Any
 ) -> tuple[AgentRunResult, WorkflowHandle]:
@@ -238,7 +256,7 @@ async def run_to_end(
         handle = await client.start_workflow(
             AgentWorkflow.run, run, id=workflow_id, task_queue=settings.task_queue, result_type=AgentRunResult, **start
         )
-        return await asyncio.wait_for(handle.result(), timeout), handle
+        return await asyncio.wait_for(final_result(handle), timeout), handle
 
 
 async def record_cancelled_flow(
@@ -282,7 +300,7 @@ async def record_continued_chain(
             task_queue=settings.task_queue,
             result_type=AgentRunResult,
         )
-        result = await asyncio.wait_for(handle.result(), timeout)
+        result = await asyncio.wait_for(final_result(handle), timeout)
     assert result.final_answer == FINAL_ANSWER and result.steps_taken == 3, result
     chain, run_id = [], handle.first_execution_run_id
     while run_id:
@@ -409,7 +427,7 @@ async def record_replanned_flow(
             PlanningFlowWorkflow.run, flow, id=workflow_id, task_queue=settings.task_queue,
             search_attributes=search_attributes.initial(search_attributes.FLOW_AGENT_NAME),
         )
-        result = await asyncio.wait_for(handle.result(), timeout)
+        result = await asyncio.wait_for(final_result(handle), timeout)
     # The blocked step stays blocked in the revised plan, so the flow ends BLOCKED.
     assert (result.outcome, result.replans, len(result.steps)) == (FlowOutcome.BLOCKED, 1, 3), result
     assert result.steps[2].status.value == "completed" and result.summary == "Summary: 42.", result
@@ -469,7 +487,7 @@ async def record_budget_raised_run(
         for reply in ("lots", "1000 tokens"):
             question = await pending_question(handle, timeout)
             await handle.execute_update(AgentWorkflow.answer, HumanAnswer(question_id=question.id, text=reply))
-        result = await asyncio.wait_for(handle.result(), timeout)
+        result = await asyncio.wait_for(final_result(handle), timeout)
     assert (result.stop_reason, result.steps_taken, result.final_answer) == (StopReason.TERMINATED, 4, "counted"), result
     assert result.raised_budget is not None and result.raised_budget.max_tokens == 1000, result
     return await handle.fetch_history()
@@ -524,7 +542,7 @@ async def record_approval_run(client: Client, fake: FakeOpenAI, scratch: Path, w
         for decision in decisions:
             await pending_approval_of(handle, decision.call_id, 60)
             await handle.execute_update(AgentWorkflow.decide, decision)
-        result = await asyncio.wait_for(handle.result(), 60)
+        result = await asyncio.wait_for(final_result(handle), 60)
     calls = [c for record in result.steps for c in record.tool_calls]
     assert [c.approval.action.value if c.approval else None for c in calls] == [
         "reject", "edit", "approve", "reject", None
@@ -555,7 +573,7 @@ async def record_forked_run(client: Client, fake: FakeOpenAI, scratch: Path, wor
     ]
     async with build_worker(client, settings, identity=IDENTITY):
         handle = await start_fork(client, settings, f"{workflow_id}-origin", 1, message="Read it back.", run_id=workflow_id)
-        result = await asyncio.wait_for(handle.result(), 60)
+        result = await asyncio.wait_for(final_result(handle), 60)
     assert result.final_answer == "forked" and result.steps[-2].tool_calls[0].observation.strip() == "one", result
     return await handle.fetch_history()
 
@@ -593,7 +611,7 @@ async def record_session_chain(
                 await asyncio.sleep(0.05)
             reply = await handle.execute_update(AgentWorkflow.send_message, SessionMessage(text=f"message {turn}"))
             assert reply == f"turn {turn} starts now", reply
-        result = await asyncio.wait_for(handle.result(), timeout)
+        result = await asyncio.wait_for(final_result(handle), timeout)
     assert [t.answer for t in result.turns] == ["answer 1", "answer 2", "answer 3"], result.turns
     assert "idle for 3 s" in (result.note or ""), result.note
     chain, run_id = [], handle.first_execution_run_id
@@ -619,6 +637,7 @@ SCENARIOS = {
     "answered": (HISTORY_PATH.name, HISTORY_WORKFLOW_ID),
     "cancelled": ("agent_run_cancelled.json", "agent-run-cancelled"),
     "empty-reply": ("agent_run_empty_reply.json", "agent-run-empty-reply"),
+    "gave-up": ("agent_run_gave_up.json", "agent-run-gave-up"),
     "flow-cancelled": ("flow_cancelled.json", "flow-cancelled"),
     "continued": ("agent_run_continued.json", "agent-run-continued"),
     "browser": ("agent_run_browser.json", "agent-run-browser"),
@@ -662,6 +681,7 @@ async def record(scenario: str, client: Client, fake: FakeOpenAI, scratch: Path)
     recorder = {
         "cancelled": record_cancelled_run,
         "empty-reply": record_empty_reply_run,
+        "gave-up": record_gave_up_run,
         "flow-cancelled": record_cancelled_flow,
         "continued": record_continued_run,
         "browser": record_browser_run,

@@ -20,6 +20,7 @@ from prompts import agent_notes
 from runtime.worker_factory import build_worker
 from testkit.fake_openai import ErrorReply, Reply, call, python, terminate
 from testkit.settings import make_settings
+from testkit.run_results import final_result
 from workflows.agent import AgentWorkflow
 
 PROFILE = AgentProfile(
@@ -43,7 +44,7 @@ async def start(env, settings, task="do it", profile=PROFILE, **kw):
 
 async def run(env, settings, **kw) -> AgentRunResult:
     handle = await start(env, settings, **kw)
-    return await handle.result()
+    return await final_result(handle)
 
 
 def tool_messages(request) -> list[dict]:
@@ -159,7 +160,7 @@ async def test_ask_human_answered(time_skipping_env, worker, settings, fake_llm)
         await handle.execute_update(AgentWorkflow.answer, HumanAnswer(question_id=question.id, text="  "))
     await handle.execute_update(AgentWorkflow.answer, HumanAnswer(question_id=question.id, text="blue"))
 
-    result = await handle.result()
+    result = await final_result(handle)
     assert result.final_answer == "blue it is"
     (reply,) = tool_messages(fake_llm.requests[1])
     assert reply["content"] == "The user answered: blue"
@@ -186,7 +187,7 @@ async def test_cancellation_ends_cleanly_and_kills_the_tool(time_skipping_env, w
     pid = int(pid_file.read_text())
     await handle.cancel()
     with pytest.raises(WorkflowFailureError) as failure:
-        await handle.result()
+        await final_result(handle)
     assert isinstance(failure.value.cause, CancelledError)  # Temporal's status: CANCELED
     assert (await handle.query(AgentWorkflow.status)).state == AgentState.CANCELLED
     for _ in range(100):  # the activity learns of the cancellation at its next heartbeat
@@ -274,7 +275,7 @@ async def test_queries_show_status_and_memory(time_skipping_env, worker, setting
     details = metadata.current_details
     assert "**waiting for the user** (question 1.1): ok?" in details and "**step** 1/6" in details
     await handle.execute_update(AgentWorkflow.answer, HumanAnswer(question_id=question.id, text="yes"))
-    await handle.result()
+    await final_result(handle)
     steps = await handle.query(AgentWorkflow.steps, 0)
     assert json.loads(steps[0].tool_calls[0].arguments) == {"inquire": "ok?"}
 
@@ -298,7 +299,7 @@ async def test_planning_agent_edits_the_workflow_plan(time_skipping_env, worker,
         terminate(),
     ]
     handle = await start(time_skipping_env, settings, agent="planning", profile=None)
-    result = await handle.result()
+    result = await final_result(handle)
     assert result.succeeded
     (bad,) = tool_messages(fake_llm.requests[2])[1:2]
     assert bad["content"].startswith("Error: step_index 5 is out of range")

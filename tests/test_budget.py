@@ -28,6 +28,7 @@ from runtime.run_start import run_budget
 from runtime.user_errors import UsageError
 from testkit.fake_openai import Reply, call
 from testkit.settings import config_error, load_config, make_settings, write_config
+from testkit.run_results import final_result
 from tests.test_agent_workflow import start
 from tests.test_planning_flow import FlowScript, plan_reply, start_flow
 from tests.test_starter_cli import assert_one_line_error, dev_address
@@ -211,7 +212,7 @@ async def test_a_run_stops_before_the_think_that_would_start_with_its_tokens_spe
 ):
     fake_llm.turns = [python_step("one"), python_step("two"), python_step("three"), terminate_step("never")]
     handle = await start(time_skipping_env, settings, task="count", budget=Budget(max_tokens=250))
-    result = await handle.result()
+    result = await final_result(handle)
 
     # 120 tokens a step: 240 after step 2 is under 250, 360 after step 3 is not.
     assert (result.state, result.stop_reason, result.steps_taken) == (AgentState.FINISHED, StopReason.BUDGET, 3)
@@ -227,7 +228,7 @@ async def test_a_cost_budget_prices_each_step_and_stops_at_its_ceiling(time_skip
     fake_llm.turns = [python_step("one"), python_step("two"), python_step("three"), terminate_step("never")]
     budget = Budget(max_cost=0.001, prices={"default": PRICES})
     handle = await start(time_skipping_env, settings, task="count", budget=budget)
-    result = await handle.result()
+    result = await final_result(handle)
 
     # $0.00045 a step: $0.0009 after step 2, $0.00135 after step 3.
     assert (result.stop_reason, result.steps_taken) == (StopReason.BUDGET, 3)
@@ -240,7 +241,7 @@ async def test_a_cost_budget_prices_each_step_and_stops_at_its_ceiling(time_skip
 
 async def test_a_run_under_its_budget_ends_as_it_would_without_one(time_skipping_env, worker, settings, fake_llm):
     fake_llm.turns = [python_step("one"), terminate_step("done")]
-    result = await (await start(time_skipping_env, settings, task="count", budget=Budget(max_tokens=10_000))).result()
+    result = await final_result(await start(time_skipping_env, settings, task="count", budget=Budget(max_tokens=10_000)))
     assert (result.stop_reason, result.final_answer, result.usage.total_tokens) == (StopReason.TERMINATED, "done", 240)
 
 
@@ -256,7 +257,7 @@ async def test_a_flow_does_not_start_the_step_its_budget_cannot_pay_for(time_ski
     script = flow_budget_script({1: [terminate_step("collected")], 2: [terminate_step("reported")]})
     fake_llm.responder = script
     handle = await start_flow(time_skipping_env, settings, budget=Budget(max_tokens=200))
-    result: PlanningFlowResult = await handle.result()
+    result: PlanningFlowResult = await final_result(handle)
 
     # The plan (120) and step 1 (120) spend 240 of 200: step 2 and the summary's think never start.
     assert result.outcome == FlowOutcome.BUDGET and not result.succeeded
@@ -273,12 +274,10 @@ async def test_a_flows_step_gets_what_is_left_and_stops_there(time_skipping_env,
     fake_llm.responder = script
     budget = Budget(max_tokens=300, max_cost=1.0, prices={"default": PRICES})
     handle = await start_flow(time_skipping_env, settings, budget=budget)
-    result: PlanningFlowResult = await handle.result()
+    result: PlanningFlowResult = await final_result(handle)
 
     # The step's run had 180 tokens left: it stops after its second think (240), and the flow with it.
-    child = await time_skipping_env.client.get_workflow_handle(
-        f"{handle.id}/step-1", result_type=AgentRunResult
-    ).result()
+    child = await final_result(time_skipping_env.client.get_workflow_handle(f"{handle.id}/step-1", result_type=AgentRunResult))
     assert (child.stop_reason, child.steps_taken) == (StopReason.BUDGET, 2)
     assert child.note == "token budget of 180 reached after step 2: 240 tokens, $0.0009 spent"
     assert result.outcome == FlowOutcome.BUDGET and len(script.by_role["step-1"]) == 2

@@ -18,6 +18,7 @@ from agent_model.usage import TokenUsage
 from runtime import command_line
 from runtime.run_start import run_budget
 from testkit.settings import load_config
+from testkit.run_results import final_result
 from tests.record_history import SCENARIOS, replayer
 from tests.test_agent_workflow import start, wait_for_question
 from tests.test_budget import PRICES, flow_budget_script, python_step, terminate_step
@@ -150,7 +151,7 @@ async def test_a_raised_ceiling_lets_the_run_go_on(time_skipping_env, worker, se
     fake_llm.turns = THREE_STEPS_THEN_DONE
     handle = await start(time_skipping_env, settings, task="count", budget=TOKENS)
     asked = await reply(handle, "1000 tokens")
-    result: AgentRunResult = await handle.result()
+    result: AgentRunResult = await final_result(handle)
 
     assert asked == "Budget reached: 360 of 250 tokens. Reply with a new ceiling (e.g. 720 tokens) or 'stop'."
     assert (result.state, result.stop_reason, result.final_answer) == (AgentState.FINISHED, StopReason.TERMINATED, "done")
@@ -163,7 +164,7 @@ async def test_stop_ends_the_run_at_its_ceiling(time_skipping_env, worker, setti
     fake_llm.turns = THREE_STEPS_THEN_DONE
     handle = await start(time_skipping_env, settings, task="count", budget=TOKENS)
     await reply(handle, "stop")
-    result: AgentRunResult = await handle.result()
+    result: AgentRunResult = await final_result(handle)
 
     assert (result.stop_reason, result.steps_taken, result.final_answer) == (StopReason.BUDGET, 3, "three")
     assert result.note == "token budget of 250 reached after step 3: 360 tokens spent; the user chose to stop"
@@ -176,7 +177,7 @@ async def test_a_reply_that_raises_nothing_is_asked_again_then_ends(time_skippin
     first = await reply(handle, "lots")
     second = await reply(handle, "300")
     third = await reply(handle, "banana")
-    result: AgentRunResult = await handle.result()
+    result: AgentRunResult = await final_result(handle)
 
     assert first.startswith("Budget reached")
     assert second.startswith("'lots' is not a ceiling. Budget reached: 360 of 250 tokens.")
@@ -188,7 +189,7 @@ async def test_a_reply_that_raises_nothing_is_asked_again_then_ends(time_skippin
 async def test_a_question_nobody_answers_ends_the_run_at_its_timeout(time_skipping_env, worker, settings, fake_llm):
     fake_llm.turns = THREE_STEPS_THEN_DONE
     handle = await start(time_skipping_env, settings, task="count", budget=TOKENS)
-    result: AgentRunResult = await handle.result()  # the time-skipping server jumps the hour
+    result: AgentRunResult = await final_result(handle)  # the time-skipping server jumps the hour
 
     assert (result.stop_reason, result.steps_taken) == (StopReason.BUDGET, 3)
     assert result.note == (
@@ -199,7 +200,7 @@ async def test_a_question_nobody_answers_ends_the_run_at_its_timeout(time_skippi
 async def test_a_run_that_does_not_ask_ends_at_its_ceiling_as_before(time_skipping_env, worker, settings, fake_llm):
     fake_llm.turns = THREE_STEPS_THEN_DONE
     budget = TOKENS.model_copy(update={"ask_at_ceiling": False})
-    result = await (await start(time_skipping_env, settings, task="count", budget=budget)).result()
+    result = await final_result(await start(time_skipping_env, settings, task="count", budget=budget))
     assert result.note == "token budget of 250 reached after step 3: 360 tokens spent"
 
 
@@ -212,7 +213,7 @@ async def test_a_flows_step_asks_and_its_raise_pays_for_the_next_steps(time_skip
     child = time_skipping_env.client.get_workflow_handle(f"{handle.id}/step-1", result_type=AgentRunResult)
     # The plan spent 120: step 1's run had 180 left, and asks after its second think (240).
     asked = await reply(child, "600 tokens")
-    result: PlanningFlowResult = await handle.result()
+    result: PlanningFlowResult = await final_result(handle)
 
     assert asked.startswith("Budget reached: 240 of 180 tokens.")
     # Step 1 was raised by 420, so the flow's ceiling is 720: step 2 (120) and the summary run.

@@ -32,6 +32,7 @@ from agent_model.state import AgentState, StopReason
 from runtime.worker_factory import build_worker
 from testkit.fake_openai import EmptyChoices, ErrorReply, Hang, Raw, Reply, Reset, call, terminate
 from testkit.settings import make_settings
+from testkit.run_results import final_result
 from workflows.agent import AgentWorkflow
 
 PROFILE = AgentProfile(
@@ -56,10 +57,11 @@ async def run_agent(env, settings, profile: AgentProfile = PROFILE) -> tuple[Wor
         task_queue=settings.task_queue,
         result_type=AgentRunResult,
     )
-    result = await handle.result()
-    # Whatever the fault, the workflow itself completed with a result: it
-    # neither failed nor was left to time out.
-    assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
+    result = await final_result(handle)
+    # Whatever the fault, the run ended with a result (never left to time
+    # out): COMPLETED when its task was done, else FAILED with the result.
+    done = WorkflowExecutionStatus.COMPLETED if result.succeeded else WorkflowExecutionStatus.FAILED
+    assert (await handle.describe()).status == done
     return handle, result
 
 

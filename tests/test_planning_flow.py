@@ -18,6 +18,7 @@ from prompts import planning as prompts
 from runtime.worker_factory import build_worker
 from testkit.fake_openai import Reply, call, python, terminate, turn_of
 from testkit.settings import make_settings
+from testkit.run_results import final_result
 from workflows import search_attributes
 from workflows.agent import AgentWorkflow
 from workflows.planning import PlanningFlowWorkflow
@@ -71,7 +72,7 @@ async def test_three_steps_two_executors(time_skipping_env, worker, settings, fa
     )
     fake_llm.responder = script
     handle = await start_flow(time_skipping_env, settings, agents=["manus", "data_analysis"])
-    result: PlanningFlowResult = await handle.result()
+    result: PlanningFlowResult = await final_result(handle)
 
     assert result.outcome == FlowOutcome.COMPLETED and result.succeeded
     assert [s.status for s in result.plan.steps] == [StepStatus.COMPLETED] * 3
@@ -114,7 +115,7 @@ async def test_blocked_step_triggers_a_replan(time_skipping_env, worker, setting
         replan=Reply(tool_calls=[call("planning", {"command": "update", "steps": ["Collect the data", "Chart it", "Make a simpler chart"]})]),
     )
     fake_llm.responder = script
-    result = await (await start_flow(time_skipping_env, settings, max_steps_per_agent=2)).result()
+    result = await final_result(await start_flow(time_skipping_env, settings, max_steps_per_agent=2))
 
     assert result.replans == 1
     assert [s.text for s in result.plan.steps] == ["Collect the data", "Chart it", "Make a simpler chart"]
@@ -128,7 +129,7 @@ async def test_blocked_step_triggers_a_replan(time_skipping_env, worker, setting
 async def test_blocked_step_without_replans_left_ends_the_flow(time_skipping_env, worker, settings, fake_llm):
     script = FlowScript(plan_reply("Only step", "Never reached"), {1: [Reply(tool_calls=[call("terminate", {"status": "failure"})])]})
     fake_llm.responder = script
-    result = await (await start_flow(time_skipping_env, settings, max_replans=0)).result()
+    result = await final_result(await start_flow(time_skipping_env, settings, max_replans=0))
     assert result.outcome == FlowOutcome.BLOCKED
     assert "step 1 is blocked (gave_up" in result.note
     assert [s.status for s in result.plan.steps] == [StepStatus.BLOCKED, StepStatus.NOT_STARTED]
@@ -141,7 +142,7 @@ async def test_malformed_plan_falls_back_to_the_default(time_skipping_env, worke
         {n: [terminate(f"ok {n}")] for n in (1, 2, 3)},
     )
     fake_llm.responder = script
-    result = await (await start_flow(time_skipping_env, settings)).result()
+    result = await final_result(await start_flow(time_skipping_env, settings))
     assert [s.text for s in result.plan.steps] == list(DEFAULT_STEPS)
     assert result.plan.notes.startswith("Default plan: the planning call's arguments are not valid JSON")
     assert result.outcome == FlowOutcome.COMPLETED
@@ -154,7 +155,7 @@ async def test_time_bound_ends_the_flow_with_a_partial_result(time_skipping_env,
     )
     fake_llm.responder = script
     handle = await start_flow(time_skipping_env, settings)
-    result = await handle.result()  # time skips: the child's 1 h question outlasts the flow's bound
+    result = await final_result(handle)  # time skips: the child's 1 h question outlasts the flow's bound
 
     assert result.outcome == FlowOutcome.TIMED_OUT
     assert "3600 s ran out during step 1" in result.note
@@ -198,7 +199,7 @@ async def test_a_flow_started_with_search_attributes_gives_them_to_its_children(
             task_queue=settings.task_queue,
             search_attributes=search_attributes.initial(search_attributes.FLOW_AGENT_NAME),
         )
-        result = await handle.result()
+        result = await final_result(handle)
     assert result.outcome == FlowOutcome.COMPLETED
     for outcome in result.steps:
         attributes = (await dev_env.client.get_workflow_handle(outcome.run_id).describe()).typed_search_attributes

@@ -39,6 +39,7 @@ from temporalio.workflow import NondeterminismError
 from runtime.worker_factory import build_worker, workflow_runner
 
 from testkit.fake_openai import Reply, call, python, terminate
+from testkit.run_results import final_result
 from agent_model.profiles import BUILTIN_PROFILES
 from tests.record_history import (
     HISTORY_PATH,
@@ -155,7 +156,7 @@ async def test_planning_flow_history_replays(time_skipping_env, worker, settings
     )
     fake_llm.responder.steps[3] = [terminate("two")]
     handle = await start_flow(time_skipping_env, settings)
-    await handle.result()
+    await final_result(handle)  # the flow ends BLOCKED: FAILED, its result in the failure
     history = await handle.fetch_history()
     assert any(e.HasField("start_child_workflow_execution_initiated_event_attributes") for e in history.events)
     await replayer().replay_workflow(history)

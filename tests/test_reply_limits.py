@@ -22,6 +22,7 @@ from agent_model.state import AgentState, StopReason
 from config.settings import LLMSettings
 from runtime import commands
 from testkit.fake_openai import Raw, Reply, call
+from testkit.run_results import final_result
 from tests.test_agent_workflow import start
 from tests.test_planning_flow import FlowScript, start_flow
 
@@ -73,7 +74,7 @@ async def test_a_run_ends_with_a_note_after_one_request(time_skipping_env, worke
     fake_llm.turns = [HUGE_REPLIES[reply]]
     began = time.monotonic()
     handle = await start(time_skipping_env, settings)
-    result = await asyncio.wait_for(handle.result(), SECONDS)
+    result = await asyncio.wait_for(final_result(handle), SECONDS)
 
     assert time.monotonic() - began < SECONDS
     assert (result.state, result.stop_reason) == (AgentState.FINISHED, StopReason.REPLY_TOO_LARGE)
@@ -86,7 +87,7 @@ async def test_a_flow_whose_planner_replies_too_much_ends_with_a_note(time_skipp
     script = FlowScript(Reply(content="x" * 3_000_000), {})
     fake_llm.responder = script
     handle = await start_flow(time_skipping_env, settings)
-    result = await asyncio.wait_for(handle.result(), SECONDS)
+    result = await asyncio.wait_for(final_result(handle), SECONDS)
     assert result.outcome == FlowOutcome.ERROR
     assert result.note.startswith(f"the planner's LLM call failed: {REPLY_TOO_LARGE_ERROR}: the reply")
     assert len(script.by_role["plan"]) == 1

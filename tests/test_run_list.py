@@ -15,6 +15,7 @@ import pytest
 from agent_model.run import AgentRunInput
 from testkit.e2e import REPO_DIR, wait_until
 from testkit.fake_openai import ErrorReply, Reply, call, python, terminate
+from testkit.run_results import final_result
 from tests.test_run_control import Harness, harness, wait_for_question  # noqa: F401 (a fixture)
 from workflows import search_attributes
 from workflows.agent import AgentWorkflow
@@ -29,7 +30,7 @@ async def finished_run(h: Harness, turns, task: str, run_id: str | None = None, 
         task_queue=h.settings.task_queue,
         search_attributes=search_attributes.initial("manus"),
     )
-    await handle.result()
+    await final_result(handle)
     return handle
 
 

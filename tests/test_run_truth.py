@@ -19,6 +19,7 @@ from runtime.worker_factory import build_worker
 from testkit.e2e import wait_until
 from testkit.fake_openai import Reply, call, terminate
 from testkit.settings import make_settings
+from testkit.run_results import final_result
 from tests.test_agent_workflow import PROFILE, run, start, tool_messages
 from workflows.agent import AgentWorkflow
 
@@ -142,7 +143,7 @@ async def test_answer_and_timeout_in_one_activation_have_one_outcome(dev_env, fa
         except WorkflowUpdateFailedError as e:
             confirmation = None
             assert "closed: no answer came within 1 seconds" in str(e.cause)
-        result = await asyncio.wait_for(handle.result(), 30)
+        result = await asyncio.wait_for(final_result(handle), 30)
 
     kinds = [e.event_type for e in (await handle.fetch_history()).events]
     fired = kinds.index(EventType.EVENT_TYPE_TIMER_FIRED)

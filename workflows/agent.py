@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.agent_tools import RunTools
     from workflows.budget_ask import ask_to_raise
     from workflows.run_ending import Cancelled, RunEnded, cancel_requested, is_cancellation, root_message
+    from workflows.run_failure import TASK_NOT_DONE_PATCH, not_done_failure
 
 __all__ = ["AgentWorkflow", "is_cancellation", "root_message"]
 
@@ -76,6 +77,7 @@ class AgentWorkflow(AgentHandlers, SessionHandlers):
 
     @workflow.run
     async def run(self, run: AgentRunInput) -> AgentRunResult:
+        fails_when_not_done = workflow.patched(TASK_NOT_DONE_PATCH)
         state = self.state
         state.agent_state = AgentState.RUNNING
         ending = await self._ending_of(self._turn(run))
@@ -89,7 +91,11 @@ class AgentWorkflow(AgentHandlers, SessionHandlers):
             # stays readable by queries, which replay the closed run.
             self._finish(AgentState.CANCELLED, StopReason.CANCELLED, agent_notes.CANCELLED_NOTE)
             raise CancelledError(agent_notes.CANCELLED_NOTE)
-        return self._finish(*ending)
+        result = self._finish(*ending)
+        # Only the run's last ending counts: a session's turn that failed was followed by more.
+        if fails_when_not_done and (failure := not_done_failure(result)) is not None:
+            raise failure
+        return result
 
     async def _turn(self, run: AgentRunInput) -> None:
         """Steps until the run would end (raised as RunEnded); a session's

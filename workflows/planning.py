@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from agent_model.payload import DETAILS_LIMIT, clip, fit
     from agent_model.plan import (
         Plan,
+        PlanStep,
         StepStatus,
         default_plan,
         executor_for,
@@ -45,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
     from prompts import planning as prompts
     from workflows import search_attributes
     from workflows.agent import AgentWorkflow, is_cancellation, root_message
+    from workflows.run_failure import TASK_NOT_DONE_PATCH, not_done_failure, result_in
 
 NOTE_LIMIT = 500
 """Characters of a child's answer kept in its step's notes."""
@@ -82,6 +84,13 @@ class PlanningFlowWorkflow:
 
     @workflow.run
     async def run(self, flow: PlanningFlowInput) -> PlanningFlowResult:
+        fails_when_not_done = workflow.patched(TASK_NOT_DONE_PATCH)
+        result = await self._flow(flow)
+        if fails_when_not_done and (failure := not_done_failure(result)) is not None:
+            raise failure
+        return result
+
+    async def _flow(self, flow: PlanningFlowInput) -> PlanningFlowResult:
         try:
             flow.check_agents()
         except UnknownAgent as e:
@@ -155,8 +164,9 @@ class PlanningFlowWorkflow:
         )
         outcome = StepOutcome(index=index, text=step.text, executor=step.executor, run_id=step.run_id, status=step.status)
         given = remaining(self.budget, self.usage, self.cost)
+        result: AgentRunResult | None
         try:
-            result: AgentRunResult = await workflow.execute_child_workflow(
+            result = await workflow.execute_child_workflow(
                 AgentWorkflow.run,
                 AgentRunInput(
                     task=task,
@@ -176,14 +186,11 @@ class PlanningFlowWorkflow:
                 search_attributes=search_attributes.for_child(step.executor),
             )
         except ChildWorkflowError as e:
-            if not is_cancellation(e):
-                step.status, step.notes = StepStatus.BLOCKED, clip(f"the step's run failed: {root_message(e)}", NOTE_LIMIT)
-            elif workflow.cancellation_reason() is None:
-                # Only the step's run was cancelled: that step is blocked, not the whole flow.
-                step.status, step.notes = StepStatus.BLOCKED, "cancelled: the step's run was cancelled"
-            else:
-                raise asyncio.CancelledError() from None
-        else:
+            # A step that did not do its task fails with its whole result (workflows/run_failure.py).
+            result = result_in(e, AgentRunResult)
+            if result is None:
+                self._block_failed_step(step, e)
+        if result is not None:
             if workflow.cancellation_reason() is not None:
                 # The child finished because the flow's cancellation reached it.
                 raise asyncio.CancelledError()
@@ -203,6 +210,18 @@ class PlanningFlowWorkflow:
         self.outcomes.append(outcome)
         self._publish()
         return step.status == StepStatus.COMPLETED
+
+    @staticmethod
+    def _block_failed_step(step: PlanStep, error: ChildWorkflowError) -> None:
+        """A step whose run ended with no result: blocked, or the flow's
+        cancellation goes on up."""
+        if not is_cancellation(error):
+            step.status, step.notes = StepStatus.BLOCKED, clip(f"the step's run failed: {root_message(error)}", NOTE_LIMIT)
+        elif workflow.cancellation_reason() is None:
+            # Only the step's run was cancelled: that step is blocked, not the whole flow.
+            step.status, step.notes = StepStatus.BLOCKED, "cancelled: the step's run was cancelled"
+        else:
+            raise asyncio.CancelledError() from None
 
     # ---- planning, replanning, summary (one think each) ---------------------------
 
