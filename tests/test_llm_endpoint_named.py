@@ -12,6 +12,7 @@ from agent_model.run import AgentRunInput, AgentRunResult
 from agent_model.state import AgentState
 from testkit.fake_openai import ErrorReply
 from testkit.settings import make_settings
+from testkit.run_results import final_result
 from runtime.worker_factory import build_worker
 from workflows.agent import AgentWorkflow
 
@@ -24,10 +25,10 @@ MAX_ATTEMPTS = 6
 
 
 async def run_to_end(env, settings) -> AgentRunResult:
-    return await env.client.execute_workflow(
+    return await final_result(await env.client.start_workflow(
         AgentWorkflow.run, AgentRunInput(task="do it", profile=PROFILE), id=f"endpoint-{uuid.uuid4().hex[:8]}",
         task_queue=settings.task_queue, result_type=AgentRunResult,
-    )
+    ))
 
 
 async def test_an_endpoint_that_keeps_failing_is_named_with_the_attempt(time_skipping_env, worker, settings, fake_llm):

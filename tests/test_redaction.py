@@ -21,6 +21,7 @@ from agent_model.state import AgentState, StopReason
 from runtime.worker_factory import build_worker
 from testkit.fake_openai import ErrorReply, python, terminate
 from testkit.settings import make_settings
+from testkit.run_results import final_result
 from tests.test_agent_workflow import PROFILE
 from workflows.agent import AgentWorkflow
 
@@ -146,7 +147,7 @@ async def test_a_401_echoing_the_key_is_redacted_in_history_and_note(time_skippi
     fake_llm.turns = [ErrorReply(401, message=f"Incorrect API key provided: {KEY}.")]
     async with build_worker(time_skipping_env.client, settings):
         handle = await start_agent(time_skipping_env, settings)
-        result = await handle.result()
+        result = await final_result(handle)
     assert (result.state, result.stop_reason) == (AgentState.ERROR, StopReason.ERROR)
     assert KEY not in result.note and f"Incorrect API key provided: {REDACTED}" in result.note
     assert_history_clean(await handle.fetch_history(), expect_redacted=True)
