@@ -22,7 +22,7 @@ from agent_model.session import SessionView, TurnRecord, idle_text
 from config.settings import Settings
 from runtime.follow import POLL_BUDGET, POLL_INTERVAL, AgentProgress, Watch, read_line
 from runtime import run_control
-from runtime.embedded_server import web_ui_url
+from runtime.web_ui_link import run_link
 from runtime.follow_up import Delivery, agent_handle, check_message, deliver, refuse_non_target
 from runtime.run_control import ended_line
 from runtime.run_result import ended_result
@@ -161,7 +161,7 @@ async def conversation(
         check_task_fits(settings, task, (options.get("agent", "manus"),), options.get("llm"))
         handle = await start_agent_run(client, settings, task, session=settings.session.terms(), **options)
         run_id = handle.id
-        print(f"session {run_id}\nWeb UI: {web_ui_url(run_id, client.namespace)}", file=out, flush=True)
+        print(f"session {run_id}\nWeb UI: {await run_link(client, handle)}", file=out, flush=True)
         outcome = await follow_turn(client, agent_handle(client, run_id), 1, out, watch, interactive=True)
         report_turn(outcome, run_id, out)
         if isinstance(outcome, AgentRunResult):

@@ -25,7 +25,7 @@ from runtime.command_line import (
     StartServer,
 )
 from runtime.connection import connect_config, is_unreachable
-from runtime.embedded_server import web_ui_url
+from runtime.web_ui_link import run_link
 from runtime.follow import ServerLost, Watch, follow, follow_flow
 from runtime.in_process_worker import InProcessWorker, refuse_unrunnable_worker
 from agent_model.budget import spent_text
@@ -174,7 +174,7 @@ async def execute(command: Command, following: Following | None = None, out: Tex
         handle, is_flow = await run_handle(client, settings, command, out)
         if following is not None:
             following.run_id = handle.id
-        print(f"run {handle.id}\nWeb UI: {web_ui_url(handle.id, client.namespace)}", file=out, flush=True)
+        print(f"run {handle.id}\nWeb UI: {await run_link(client, handle)}", file=out, flush=True)
         if isinstance(command, Run):  # the gates a user gets without asking, said before the first call
             print(settings.approval.policy_for(command.agents[0], command.approve).summary(), file=out, flush=True)
         if detach:

@@ -204,8 +204,11 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def web_ui_url(workflow_id: str, namespace: str = "default") -> str:
+def web_ui_url(workflow_id: str, namespace: str = "default", execution: str | None = None) -> str:
+    """The run's page; with `execution` (a run id), that execution's User
+    Metadata tab (runtime/web_ui_link.py)."""
     from urllib.parse import quote
 
     base = os.environ.get("TEMPORAL_UI_URL") or f"http://127.0.0.1:{configured_ui_port()}"
-    return f"{base.rstrip('/')}/namespaces/{namespace}/workflows/{quote(workflow_id, safe='')}"
+    page = f"{base.rstrip('/')}/namespaces/{namespace}/workflows/{quote(workflow_id, safe='')}"
+    return f"{page}/{quote(execution, safe='')}/user-metadata" if execution else page

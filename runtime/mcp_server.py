@@ -45,7 +45,7 @@ from agent_model.state import AgentState
 from config.settings import Settings, load_settings
 from runtime import follow_up, run_control
 from runtime.connection import connect_config, is_unreachable
-from runtime.embedded_server import web_ui_url
+from runtime.web_ui_link import run_link
 from runtime.in_process_worker import InProcessWorker
 from runtime.mcp_http_record import recorded_while_serving
 from runtime.mcp_token import RequireBearer, load_or_create_token, token_path
@@ -350,7 +350,7 @@ class RunTools:
         return {
             "run_id": handle.id,
             "kind": kind,
-            "web_ui": web_ui_url(handle.id, client.namespace),
+            "web_ui": await run_link(client, handle),
             "worker_running": taken,
             "worker": one_line(report.getvalue()),
         }

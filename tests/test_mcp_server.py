@@ -114,7 +114,7 @@ async def test_runs_are_started_followed_answered_and_cancelled_over_stdio(dev_e
         started = await session.call("start_run", task="Pick a colour")
         colour = started["run_id"]
         assert started["worker_running"] is True, started  # the server's own worker (--with-worker)
-        assert started["web_ui"].endswith(f"/workflows/{colour}")
+        assert re.search(rf"/workflows/{colour}/[0-9a-f-]{{36}}/user-metadata$", started["web_ui"]), started  # its current state
 
         question = await pending_question(session, colour)
         assert question["text"] == "Which colour?" and question["run_id"] == colour

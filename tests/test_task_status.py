@@ -5,9 +5,11 @@ result; a run that did its task completes as before."""
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import pytest
+from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
@@ -22,7 +24,7 @@ from runtime import mcp_server, run_control
 from testkit.fake_openai import ErrorReply, Reply, call, python, terminate
 from tests.test_agent_workflow import PROFILE
 from tests.test_planning_flow import FlowScript, plan_reply, start_flow
-from tests.test_run_control import Harness, harness  # noqa: F401 (a fixture)
+from tests.test_run_control import Harness, harness, wait_for_question  # noqa: F401 (a fixture)
 from tests.test_run_list import listed, rows, says
 from tests.test_session_workflow import start as start_session, turn_ended
 from workflows import search_attributes
@@ -147,3 +149,22 @@ async def test_result_show_list_and_the_mcp_server_read_a_failed_run(harness):
     client = h.dev_env.client
     fields = await mcp_server.ended_fields(client, handle.id, await run_control.describe(client, handle.id))
     assert (fields["state"], fields["stop_reason"], fields["final_answer"]) == ("FINISHED", "gave_up", "I cannot")
+
+
+async def test_the_printed_link_opens_the_tab_that_shows_what_the_run_waits_for(harness):
+    """Web UI 2.54's User Metadata tab (/workflows/ID/RUN/user-metadata) holds
+    the Summary and the Current Details with the question; the run's bare page
+    opens the Timeline, where neither shows."""
+    h: Harness = harness
+    h.fake.turns = [Reply(tool_calls=[call("ask_human", {"inquire": "Which colour?"})]), terminate("blue")]
+    out = await h.cli("run", "--detach", "Pick a colour")
+    link = next(line.removeprefix("Web UI: ") for line in out.splitlines() if line.startswith("Web UI: "))
+    match = re.fullmatch(r"http://[^/]+/namespaces/default/workflows/([^/]+)/([0-9a-f-]{36})/user-metadata", link)
+    assert match is not None, link
+    run_id, execution = match.groups()
+    handle = h.dev_env.client.get_workflow_handle(run_id, run_id=execution)
+    await wait_for_question(handle)
+    description = await handle.describe()
+    assert description.run_id == execution and await description.static_summary() == "Pick a colour"
+    assert "Which colour?" in (await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)).current_details
+    await h.cli("answer", run_id, "blue")
