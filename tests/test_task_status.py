@@ -168,3 +168,25 @@ async def test_the_printed_link_opens_the_tab_that_shows_what_the_run_waits_for(
     assert description.run_id == execution and await description.static_summary() == "Pick a colour"
     assert "Which colour?" in (await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)).current_details
     await h.cli("answer", run_id, "blue")
+
+
+async def test_every_execution_of_a_continued_run_shows_its_task(time_skipping_env, worker, settings, fake_llm):
+    """The first execution's Summary is the task; Temporal gives the ones
+    continue-as-new starts none, so their details open with it."""
+    fake_llm.turns = [python(f"print({n})") for n in range(3)] + [terminate("done")]
+    task = "count   to three\nthen stop"
+    started = await time_skipping_env.client.start_workflow(
+        AgentWorkflow.run,
+        AgentRunInput(task=task, profile=PROFILE, steps_per_run=2),
+        id=f"status-{uuid.uuid4().hex[:8]}",
+        task_queue=settings.task_queue,
+        static_summary=task,
+    )
+    latest = time_skipping_env.client.get_workflow_handle(started.id, result_type=AgentRunResult)
+    assert (await latest.result()).steps_taken == 4
+    first = time_skipping_env.client.get_workflow_handle(started.id, run_id=started.result_run_id)
+    assert await (await first.describe()).static_summary() == task
+    description = await latest.describe()
+    assert description.run_id != started.result_run_id  # it did continue
+    metadata = await latest.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+    assert metadata.current_details.startswith("**task** count to three then stop")

@@ -48,6 +48,8 @@ with workflow.unsafe.imports_passed_through():
 __all__ = ["AgentWorkflow", "is_cancellation", "root_message"]
 
 Ending = tuple[AgentState, StopReason, str | None]
+TASK_SHOWN = 200
+"""Characters of the task a continued execution's details show."""
 
 
 def last_assistant_text(memory: Memory) -> str | None:
@@ -251,6 +253,9 @@ class AgentWorkflow(AgentHandlers, SessionHandlers):
             outcome = " ".join(last.observation.split())[:120]
             lines.append(f"**last tool** `{last.name}` {'failed' if last.error else 'ok'}: {outcome}")
         if state.steps_before:
+            # Temporal gives a continued execution no Summary (continue-as-new
+            # carries none in SDK 1.35 / server 1.32), so its details name the task.
+            lines.insert(0, f"**task** {clip(' '.join(self.input.task.split()), TASK_SHOWN)}")
             lines.append(
                 f"**continued** after step {state.steps_before}, in execution {len(state.earlier_runs) + 1} of this run"
             )
