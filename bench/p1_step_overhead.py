@@ -22,6 +22,7 @@ import uuid
 from temporalio.client import Client
 
 from agent_model.workspace_names import workspace_name_for
+from testkit.run_results import final_result
 from bench.bare import BareLoopWorkflow, bare_worker
 from temporalio.worker import UnsandboxedWorkflowRunner
 
@@ -87,7 +88,7 @@ class P1:
             self.client, self.settings, bench_profile(steps, [TOOL]),
             {"tool": TOOL, "args": VIEW_ARGS, "delay": delay}, run_id=run_id,
         )
-        result = await handle.result()
+        result = await final_result(handle)
         elapsed = time.perf_counter() - began
         check_result(result, steps, "P1 agent run")
         if delay == 0:

@@ -40,6 +40,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from activities.llm import THINK_OPTIONS
 from agent_model.run import AgentRunResult
 from agent_model.errors import CONTEXT_MISSING_ERROR
+from testkit.run_results import final_result
 from bench.common import (
     DevServer,
     bench_profile,
@@ -111,7 +112,7 @@ async def run_to_the_limit(ctx: Context, settings, script: dict) -> dict:
     profile = bench_profile(LIMIT_STEPS, ["bash"], max_observe=MAX_OBSERVE)
     handle = await start_agent(ctx.client, settings, profile, script)
     try:
-        result = await handle.result()
+        result = await final_result(handle)
         failure = None
     except WorkflowFailureError as e:
         result, failure = None, str(e.cause or e)
@@ -360,7 +361,7 @@ async def run_on_worker_processes(
             victim.kill()
             killed_at = time.perf_counter()
             children.append(new_worker())
-        result = await asyncio.wait_for(handle.result(), timeout)
+        result = await asyncio.wait_for(final_result(handle), timeout)
         done = time.perf_counter()
         check_result(result, steps, f"P2 run on {workers} worker process(es)")
         content, observed = await content_of(handle)  # a query: answered by a worker
@@ -510,7 +511,7 @@ async def run(ctx: Context) -> Section:
             profile = bench_profile(steps, ["bash"], max_observe=MAX_OBSERVE)
             began = time.perf_counter()
             handle = await start_agent(ctx.client, settings, profile, script)
-            result = await handle.result()
+            result = await final_result(handle)
             took = time.perf_counter() - began
             check_result(result, steps, "P2 run")
             history = await handle.fetch_history()

@@ -22,6 +22,7 @@ from typing import Any
 from temporalio.worker import PollerBehaviorSimpleMaximum
 
 from agent_model.workspace_names import workspace_name_for
+from testkit.run_results import final_result
 from bench.bare import BareLoopWorkflow, bare_worker
 from bench.common import (
     CpuMeter,
@@ -113,7 +114,7 @@ class P3:
         run_id = self._new_run()
         began = time.perf_counter()
         handle = await start_agent(self.ctx.client, self.settings, self.profile, self.script, run_id=run_id)
-        check_result(await handle.result(), STEPS, "P3 single run")
+        check_result(await final_result(handle), STEPS, "P3 single run")
         return time.perf_counter() - began
 
     async def many(self, runs: int) -> float:
@@ -122,7 +123,7 @@ class P3:
         handles = await asyncio.gather(
             *(start_agent(self.ctx.client, self.settings, self.profile, self.script, run_id=i) for i in ids)
         )
-        results = await asyncio.gather(*(h.result() for h in handles))
+        results = await asyncio.gather(*(final_result(h) for h in handles))
         elapsed = time.perf_counter() - began
         for result in results:
             check_result(result, STEPS, "P3 concurrent run")
@@ -188,7 +189,7 @@ async def measure_bare(ctx: Context, runs: int, options: dict[str, Any]) -> dict
             )
             for _ in range(runs)
         ))
-        await asyncio.gather(*(h.result() for h in handles))
+        await asyncio.gather(*(final_result(h) for h in handles))
         total.add(time.perf_counter() - began)
         meter.stop()
     log(f"P3 bare loop, {runs} runs: {total.median:.2f} s (alone {alone.median:.2f} s)")

@@ -60,6 +60,7 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from activities.llm import THINK_OPTIONS
 from tools import bash
 from agent_model.workspace_names import workspace_name_for
+from testkit.run_results import final_result
 from bench.common import (
     REPO_DIR,
     DevServer,
@@ -324,7 +325,7 @@ async def one_trial(ctx: Context, scenario: Scenario, trial: int) -> dict:
         killed = first.kill()
         second = WorkerProcess(ctx, queue, root, f"{scenario.name}{trial}-worker2")
         polled = await first_poll(ctx, queue, second.process.pid, 30)
-        result = await asyncio.wait_for(handle.result(), RUN_TIMEOUT)
+        result = await asyncio.wait_for(final_result(handle), RUN_TIMEOUT)
         check_result(result, STEPS, f"P4 {scenario.name} run")
         found = analyse(await handle.fetch_history(), scenario)
         outcome = {

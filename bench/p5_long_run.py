@@ -21,6 +21,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from agent_model.run import AgentRunInput, AgentRunResult
+from testkit.run_results import final_result
 from bench.common import bench_profile, bench_settings, check_result, log, task_for
 from bench.context import Context, Section
 from config.settings import Settings
@@ -85,7 +86,7 @@ async def long_run(client: Client, settings: Settings, steps: int) -> LongRun:
             search_attributes=search_attributes.initial(profile.name),
         )
         # Not bound to the first execution: the result is the chain's.
-        result: AgentRunResult = await client.get_workflow_handle(started.id, result_type=AgentRunResult).result()
+        result: AgentRunResult = await final_result(client.get_workflow_handle(started.id, result_type=AgentRunResult))
     seconds = time.perf_counter() - began
     check_result(result, steps, "P5 long run")
     sizes = await execution_sizes(client, started.id, started.first_execution_run_id)

@@ -29,6 +29,7 @@ import uuid
 
 from agent_model.browser import BrowserRequest, BrowserState
 from agent_model.workspace_names import workspace_name_for
+from testkit.run_results import final_result
 from bench.common import Samples, bench_profile, bench_settings, check_result, log, new_run_id, start_agent, verdict
 from bench.context import Context, Section
 from bench.p1_step_overhead import NOTES, NOTES_TEXT, VIEW_ARGS
@@ -71,7 +72,7 @@ async def durable(ctx: Context, site: FakeSite, action: str, steps: int) -> dict
     script = {"tool": "browser_use", "first_args": ACTIONS["go_to_url"](site), "args": ACTIONS[action](site)}
     async with build_worker(ctx.client, settings):
         handle = await start_agent(ctx.client, settings, profile, script)
-        result = await handle.result()
+        result = await final_result(handle)
         history = await handle.fetch_history()
     check_result(result, steps, f"P6 {action}")
     spans = timestamps(history, "browser_act")
@@ -99,7 +100,7 @@ async def ordinary(ctx: Context, steps: int) -> float:
             ctx.client, settings, bench_profile(steps, ["str_replace_editor"]),
             {"tool": "str_replace_editor", "args": VIEW_ARGS}, run_id,
         )
-        result = await handle.result()
+        result = await final_result(handle)
         history = await handle.fetch_history()
     check_result(result, steps, "P6 ordinary step")
     spans = timestamps(history, "str_replace_editor")

@@ -22,6 +22,7 @@ import time
 
 from activities.mcp.pool import McpPool
 from agent_model.workspace_names import workspace_name_for
+from testkit.run_results import final_result
 from bench.common import Samples, bench_profile, bench_settings, check_result, log, new_run_id, start_agent, verdict
 from bench.context import Context, Section
 from bench.p1_step_overhead import NOTES, NOTES_TEXT, TOOL, VIEW_ARGS
@@ -45,7 +46,7 @@ async def timed_run(ctx: Context, settings, steps: int) -> float:
     (run_dir / NOTES).write_text(NOTES_TEXT)
     began = time.perf_counter()
     handle = await start_agent(ctx.client, settings, bench_profile(steps, [TOOL]), {"tool": TOOL, "args": VIEW_ARGS}, run_id)
-    result = await handle.result()
+    result = await final_result(handle)
     took = time.perf_counter() - began
     check_result(result, steps, "P7 ordinary run")
     return took

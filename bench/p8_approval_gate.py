@@ -27,6 +27,7 @@ from agent_model.approval import ApprovalMode, ApprovalPolicy
 from agent_model.approval_desk import ApprovalAction, ApprovalDecision
 from agent_model.run import AgentRunInput
 from agent_model.workspace_names import workspace_name_for
+from testkit.run_results import final_result
 from bench.common import Samples, bench_profile, bench_settings, check_result, cpu_seconds, log, new_run_id, task_for
 from bench.context import Context, Section
 from bench.p1_step_overhead import NOTES, NOTES_TEXT, TOOL, VIEW_ARGS
@@ -80,7 +81,7 @@ async def one_run(ctx: Context, settings, steps: int, kind: str) -> dict[str, fl
         static_summary="benchmark run",
     )
     queries = await approve_as_shown(handle, steps) if kind == "gated" else 0
-    result = await handle.result()
+    result = await final_result(handle)
     wall, cpu = time.perf_counter() - began, cpu_seconds(os.getpid()) - cpu
     check_result(result, steps, f"P8 {kind} run")
     if kind == "gated":

@@ -28,6 +28,7 @@ from activities.snapshot_activities import SnapshotInterceptor
 from activities.workspace import Workspace
 from activities.workspace_snapshots import SnapshotStore
 from agent_model.workspace_names import workspace_name_for
+from testkit.run_results import final_result
 from bench.common import Samples, bench_profile, bench_settings, check_result, log, ms, new_run_id, start_agent
 from bench.context import Context, Section
 from runtime import worker_factory
@@ -73,7 +74,7 @@ async def agent_ms_per_step(client: Client, ctx: Context, name: str, big: bool, 
     async with worker:
         began = time.perf_counter()
         handle = await start_agent(client, settings, bench_profile(steps, [TOOL]), {"tool": TOOL, "args": INSERT}, run_id=run_id)
-        result = await handle.result()
+        result = await final_result(handle)
         elapsed = time.perf_counter() - began
     check_result(result, steps, "P9 agent run")
     return elapsed / steps
