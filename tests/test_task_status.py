@@ -190,3 +190,16 @@ async def test_every_execution_of_a_continued_run_shows_its_task(time_skipping_e
     assert description.run_id != started.result_run_id  # it did continue
     metadata = await latest.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
     assert metadata.current_details.startswith("**task** count to three then stop")
+
+
+async def test_a_run_that_gave_up_takes_a_follow_up(harness):
+    """FAILED because its task was not done, the run keeps its state: `chat ID`
+    goes on with it, as with a completed run."""
+    h: Harness = harness
+    h.fake.turns = [terminate("I cannot", status="failure"), terminate("now I can")]
+    handle = await h.start("a hard task")
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    out = await h.cli("chat", handle.id, "try again with a hint")
+    assert f"{handle.id}: turn 2 starts now (the run went on in a new execution)" in out
+    assert "turn 2: finished: the agent ended its task" in out and "now I can" in out
