@@ -76,6 +76,7 @@ from agent_model.state import AgentState, StopReason
 from activities.tools.call_cgroup import CGROUP_ROOT, PARENT_NAME
 from agent_model.workspace_names import workspace_name_for
 from prompts import planning as planning_prompts
+from testkit.run_results import final_result
 from testkit.e2e import Child, child_env, pid_alive, start_worker, wait_until
 from testkit.fake_openai import FakeOpenAI, Reply, call, python, terminate, turn_of
 
@@ -571,7 +572,7 @@ class CrashDriver:
 
             new_worker_at = time.time()
             second = start_worker(env, outcome.log_dir, name="worker2")
-            result = await asyncio.wait_for(handle.result(), RUN_TIMEOUT_SECONDS)
+            result = await asyncio.wait_for(final_result(handle), RUN_TIMEOUT_SECONDS)
             if plan.kind == "flow":
                 outcome.finished = result.outcome == FlowOutcome.COMPLETED
                 outcome.end = f"flow {result.outcome.value}"

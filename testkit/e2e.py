@@ -27,6 +27,7 @@ from temporalio.client import WorkflowHandle
 
 from agent_model.run import AgentRunInput, AgentRunResult
 from config.settings import DEFAULT_CONFIG_PATH
+from testkit.run_results import final_result
 from workflows.agent import AgentWorkflow
 
 REPO_DIR = Path(__file__).resolve().parent.parent
@@ -344,7 +345,7 @@ async def run_on_a_worker(
             task_queue=queue,
             result_type=AgentRunResult,
         )
-        result = await handle.result()
+        result = await final_result(handle)
         if while_running is not None:
             await while_running()
         return result
