@@ -372,7 +372,10 @@ async def run_on_worker_processes(
 
     info = (await handle.describe()).raw_description.workflow_execution_info
     history = await handle.fetch_history()
-    if history.events[-1].event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+    # The run ends at its step limit: FAILED since its task is "not done" (workflows/run_failure.py).
+    if history.events[-1].event_type not in (
+        EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED
+    ):
         # Continued as new: this execution's history is only part of the run's.
         raise RuntimeError(f"P2: the run's first execution ended with {EventType.Name(history.events[-1].event_type)}")
     return WorkerProcessRun(
