@@ -28,7 +28,7 @@ from runtime.run_control import ended_line
 from runtime.run_result import ended_result
 from runtime.run_start import check_task_fits, start_agent_run
 from runtime.tasks import let_go
-from runtime.terminal_text import inert
+from runtime.terminal_text import inert, print_ending
 from runtime.user_errors import RunControlError, RunEnded
 
 END_WORDS = ("exit", "quit")
@@ -89,11 +89,7 @@ async def follow_turn(
 def report_turn(outcome: TurnRecord | AgentRunResult, run_id: str, out: TextIO) -> bool:
     """Print how the turn ended; True when it finished its task."""
     if isinstance(outcome, AgentRunResult):
-        print(f"\nrun {run_id}: {agent_outcome(outcome).sentence()}", file=out)
-        if outcome.note:
-            print(f"note: {inert(outcome.note)}", file=out)
-        if outcome.final_answer:
-            print(f"\n{inert(outcome.final_answer)}", file=out)
+        print_ending(f"run {run_id}: {agent_outcome(outcome).sentence()}", outcome.note, outcome.final_answer, out)
         return outcome.succeeded
     assert outcome.state is not None and outcome.stop_reason is not None
     if not outcome.last_step or outcome.last_step < outcome.first_step:
@@ -102,11 +98,8 @@ def report_turn(outcome: TurnRecord | AgentRunResult, run_id: str, out: TextIO) 
         steps = f"step {outcome.first_step}"
     else:
         steps = f"steps {outcome.first_step}-{outcome.last_step}"
-    print(f"\nturn {outcome.turn}: {ending_outcome(outcome.state, outcome.stop_reason).sentence()} ({steps})", file=out)
-    if outcome.note:
-        print(f"note: {inert(outcome.note)}", file=out)
-    if outcome.answer:
-        print(f"\n{inert(outcome.answer)}", file=out)
+    headline = f"turn {outcome.turn}: {ending_outcome(outcome.state, outcome.stop_reason).sentence()} ({steps})"
+    print_ending(headline, outcome.note, outcome.answer, out)
     return outcome.stop_reason.succeeded
 
 

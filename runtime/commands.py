@@ -33,7 +33,7 @@ from runtime.run_start import (
     check_task_fits, flow_llms, report_worker_for_detached, run_budget, run_llms, start_agent_run, start_planning_flow,
 )
 from runtime.server_choice import connect_for, embedded_server_missing, start_server
-from runtime.terminal_text import inert
+from runtime.terminal_text import inert, print_ending
 from runtime.user_errors import USER_ERRORS, RunEnded, UsageError
 
 
@@ -48,22 +48,14 @@ class Following:
 
 def report_flow(result: PlanningFlowResult, out) -> int:
     spent = f"{spent_text(result.usage, result.cost)}, {result.replans} replan(s)"
-    print(f"\nflow {flow_outcome(result).sentence()} ({spent})", file=out)
-    if result.note:
-        print(f"note: {inert(result.note)}", file=out)
-    if result.summary:
-        print(f"\n{inert(result.summary)}", file=out)
+    print_ending(f"flow {flow_outcome(result).sentence()} ({spent})", result.note, result.summary, out)
     return 0 if result.succeeded else 1
 
 
 def report(result: AgentRunResult, out) -> int:
     steps = f"{result.steps_taken} step{'' if result.steps_taken == 1 else 's'}"
     spent = f"{steps}, {spent_text(result.usage, result.cost)}"
-    print(f"\n{agent_outcome(result).sentence()} ({spent})", file=out)
-    if result.note:
-        print(f"note: {inert(result.note)}", file=out)
-    if result.final_answer:
-        print(f"\n{inert(result.final_answer)}", file=out)
+    print_ending(f"{agent_outcome(result).sentence()} ({spent})", result.note, result.final_answer, out)
     return 0 if result.succeeded else 1
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+from typing import TextIO
 
 from agent_model.reply_repair import valid_utf8
 
@@ -51,3 +52,13 @@ class InertFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         return inert(super().format(record))
+
+
+def print_ending(headline: str, note: str | None, answer: str | None, out: TextIO) -> None:
+    """How a run, a flow or a turn ended: its headline, then its note and its
+    answer (texts of the run, so made inert)."""
+    print(f"\n{headline}", file=out)
+    if note:
+        print(f"note: {inert(note)}", file=out)
+    if answer:
+        print(f"\n{inert(answer)}", file=out)
