@@ -68,6 +68,8 @@ class InProcessWorker:
         """A worker this command starts is a detached one (runtime/detached_worker.py)."""
         self.detached: DetachedWorker | None = None
         """The detached worker that serves this command's runs, once known."""
+        self._watching: asyncio.Task | None = None
+        """The check for edited config files, while this process runs a worker."""
 
     def _build(self) -> WorkerSet:
         # Here, not at the top: only a command that runs a worker pays for the worker stack.
@@ -157,16 +159,25 @@ class InProcessWorker:
                 await self._start_detached()
             return True
         if not self.running and self.worker is not None:
+            from runtime.config_report import ConfigWatch, watch_config
             from runtime.worker_factory import harden_worker_process
 
             harden_worker_process()
             await self.worker.__aenter__()
             self.stack.push_async_exit(self._stop)
             self.running = True
+            # As worker.py does: an edited config reaches a worker only when it restarts, so say so.
+            self._watching = asyncio.create_task(watch_config(ConfigWatch.of(self.settings), say=self._say_on_stderr))
         return self.running
+
+    @staticmethod
+    def _say_on_stderr(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)  # stdout may be the MCP protocol's
 
     async def _stop(self, exc_type, exc, tb) -> bool:
         assert self.worker is not None
+        if self._watching is not None:
+            self._watching.cancel()
         if exc_type is ServerLost or is_unreachable(exc):
             return False  # a worker cannot hand its tasks back to a server that is gone
         from runtime.worker_factory import GRACEFUL_SHUTDOWN

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 import re
 import socket
 import stat
@@ -362,3 +363,21 @@ def test_servers_starting_at_once_share_one_token(tmp_path):
     assert len({token for token, _ in results}) == 1
     assert sum(created for _, created in results) == 1
     assert [p.name for p in path.parent.iterdir()] == [TOKEN_FILENAME]
+
+
+async def test_the_servers_own_worker_says_when_its_config_file_changed(dev_env, fake_llm, tmp_path):
+    # As worker.py does: the worker runs with the config it read at start, and says so once the file changes.
+    config = tmp_path / "config.toml"
+    config.write_text("")
+    env = child_env(
+        tmp_path, address=server_address(dev_env), task_queue=unique_queue("mcp-config"), base_url=fake_llm.base_url,
+        extra={"DURABLE_MANUS_CONFIG": str(config)},
+    )
+    log = tmp_path / "mcp-server.err"
+    async with stdio_session(env, log, "--with-worker") as session:
+        assert {tool.name for tool in (await session.client.list_tools()).tools} == TOOLS
+        config.write_text("# edited\n")
+        os.utime(config, (time.time() + 5, time.time() + 5))  # a newer mtime whatever the clock's grain
+        expected = f"config: {config} changed after this worker read it; restart the worker"
+        await wait_until(lambda: expected in log.read_text(), 30, "the changed-config line", 0.2)
+    assert log.read_text().count(expected) == 1
