@@ -4,6 +4,7 @@ every hop (redirects, names resolved once), content types."""
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 from temporalio.exceptions import ApplicationError
@@ -193,3 +194,25 @@ async def test_the_tool_checks_its_arguments(web):
 def test_readable_text_keeps_structure_and_drops_code():
     html = "<div><h3>Title</h3><p>One<br>two</p><table><tr><td>a</td><td>b</td></tr></table><script>x()</script></div>"
     assert readable_text(html) == "### Title\n\nOne\ntwo\n\na | b |"
+
+
+async def test_a_server_that_never_takes_the_connection_costs_the_connect_bound_not_the_timeout():
+    # A listener whose accept queue is full drops every further SYN, as a
+    # firewall in front of an offline worker does: the connect hangs.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    filler = socket.create_connection(("127.0.0.1", port))
+    try:
+        access = WebAccess(allow=[f"http://127.0.0.1:{port}"], timeout=60, connect_timeout=0.5)
+        result = await fetch_page(access, f"http://127.0.0.1:{port}/", 1000)
+        assert result.error and "no connection to 127.0.0.1 within 0.5 s" in result.output, result.output
+    finally:
+        filler.close()
+        listener.close()
+
+
+def test_the_connect_bound_never_exceeds_the_timeout():
+    assert WebAccess(timeout=2).connect_timeout == 2
+    assert WebAccess().connect_timeout == 5

@@ -102,6 +102,13 @@ def _host_key(host: str | bytes) -> str:
     return normalize_host(host)
 
 
+CONNECT_SECONDS = 5.0
+"""Seconds to open one connection: a server that is there answers a connect
+in well under a second, while a worker whose packets are dropped (offline
+behind a firewall) would otherwise wait out the whole timeout at each search
+engine in turn."""
+
+
 class WebAccess:
     """HTTP GET/POST to destinations the address rules allow.
 
@@ -118,10 +125,12 @@ class WebAccess:
         timeout: float = 20.0,
         max_bytes: int = 2 * 1024 * 1024,
         resolver: Resolver = system_resolver,
+        connect_timeout: float = CONNECT_SECONDS,
     ) -> None:
         plane = control_plane if isinstance(control_plane, ControlPlane) else ControlPlane(control_plane)
         self.policy = EgressPolicy(allow=allow, control_plane=plane)
         self.timeout, self.max_bytes, self.resolver = timeout, max_bytes, resolver
+        self.connect_timeout = min(timeout, connect_timeout)
         self._ssl_context: ssl.SSLContext | None = None
 
     async def check(self, url: str) -> tuple[str, int, str]:
@@ -199,7 +208,8 @@ class WebAccess:
         sent_headers = {"User-Agent": USER_AGENT, "Accept-Language": "en;q=0.9, *;q=0.5", **headers, **credentials}
         first_origin = _origin(url)
         redirects: list[str] = []
-        async with httpx2.AsyncClient(transport=transport, trust_env=False, follow_redirects=False, timeout=self.timeout) as client:
+        timeouts = httpx2.Timeout(self.timeout, connect=self.connect_timeout)
+        async with httpx2.AsyncClient(transport=transport, trust_env=False, follow_redirects=False, timeout=timeouts) as client:
             while True:
                 host, port, address = await self.check(url)
                 backend.pins[(host, port)] = address
@@ -224,6 +234,8 @@ class WebAccess:
                         return Page(str(response.url), response.status_code, dict(response.headers), body, truncated, redirects)
                 except httpx2.InvalidURL as e:  # e.g. 0177.0.0.1, which the rules read and httpx does not
                     raise Refused(f"{url!r} is not a URL the HTTP client accepts ({e})") from None
+                except httpx2.ConnectTimeout:
+                    raise WebError(f"no connection to {host} within {self.connect_timeout:g} s") from None
                 except httpx2.HTTPError as e:
                     raise WebError(f"{type(e).__name__} from {host}: {e or 'no detail'}") from None
 
