@@ -83,13 +83,20 @@ class Stepper:
         self._remember_produced(reply.message, response.stored_digest)
         try:
             await self._act_on(reply, record)
-        finally:
-            # Published whole: followers never see a step that is half done.
-            state.records.append(record)
-            self.publish()
+        except GeneratorExit:
+            raise  # the worker dropped the run from its cache: it replays elsewhere, and nothing may publish now
+        except BaseException:
+            self._keep(record)
+            raise
+        self._keep(record)
         if reply.dropped:
             state.memory.add(dropped_calls_reminder(reply))
         self._hint_if_stuck(reply.message)
+
+    def _keep(self, record: StepRecord) -> None:
+        # Published whole: followers never see a step that is half done.
+        self.state.records.append(record)
+        self.publish()
 
     def _empty_reply(self, record: StepRecord, finish_reason: str | None) -> None:
         """No answer and no action: remind the model once; a second empty reply
