@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from temporalio import activity
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
+from activities.heartbeats import heartbeating
 from activities.workspace_snapshots import SnapshotStore
 from agent_model.activity_specs import RESTORE_WORKSPACE
 from agent_model.fork import RestoreRequest, RestoreResult
@@ -27,19 +28,13 @@ from agent_model.tool_io import ToolRequest
 
 log = logging.getLogger(__name__)
 
-HEARTBEAT_SECONDS = 1.0
-
 T = TypeVar("T")
 
 
 async def beating(work: Callable[[], T]) -> T:
     """Run blocking file work in a thread, heartbeating the activity meanwhile."""
-    task = asyncio.ensure_future(asyncio.to_thread(work))
-    while True:
-        done, _ = await asyncio.wait({task}, timeout=HEARTBEAT_SECONDS)
-        if done:
-            return task.result()
-        activity.heartbeat()
+    async with heartbeating():
+        return await asyncio.to_thread(work)
 
 
 class SnapshotInterceptor(Interceptor):

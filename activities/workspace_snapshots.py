@@ -44,6 +44,7 @@ from pathlib import Path
 
 from activities.tools import disk_use
 from activities.workspace import Workspace
+from agent_model.payload import clip
 from agent_model.workspace_names import workspace_name_for
 
 SNAPSHOTS_DIR_NAME = ".snapshots"
@@ -51,6 +52,8 @@ MANIFEST_VERSION = 1
 CHUNK = 1024 * 1024
 SKIPPED_KEPT = 200
 """Skipped paths a manifest or a restore lists (the rest are counted)."""
+SKIPPED_PATH_CHARS = 300
+"""Characters of a skipped path kept: the run's code names its paths, up to 4 KiB each."""
 MAX_ENTRIES = 20_000
 """Entries one manifest records: the run's code decides how many files there
 are, and each snapshot walks them all and writes a manifest of them."""
@@ -89,7 +92,7 @@ class _Skips:
         """Note what was not recorded or restored: listed up to SKIPPED_KEPT, counted all."""
         self.skipped_count += 1
         if len(self.skipped) < SKIPPED_KEPT:
-            self.skipped.append(f"{path}: {why}")
+            self.skipped.append(f"{clip(path, SKIPPED_PATH_CHARS)}: {why}")
 
 
 @dataclass
