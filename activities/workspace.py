@@ -88,7 +88,7 @@ class Workspace:
 
     def run_dir(self, name: str) -> Path:
         """The run's directory, created if missing (and given to the tool owner)."""
-        directory = self.root / _checked_name(name)
+        directory = self.root / checked_name(name)
         directory.mkdir(exist_ok=True, mode=0o700)
         if self.tool_owner is not None:
             info = os.stat(directory, follow_symlinks=False)
@@ -101,7 +101,7 @@ class Workspace:
         the agent's tools cannot reach it. Created if missing."""
         history = self.root / HISTORY_DIR_NAME
         history.mkdir(exist_ok=True, mode=0o700)
-        directory = history / _checked_name(name)
+        directory = history / checked_name(name)
         directory.mkdir(exist_ok=True, mode=0o700)
         return directory
 
@@ -154,7 +154,7 @@ def make_private(directory: Path) -> None:
         log.warning("workspace: cannot make %s private to the worker (%s)", directory, e.strerror or e)
 
 
-def _checked_name(name: str) -> str:
+def checked_name(name: str) -> str:
     if not _NAME_PATTERN.fullmatch(name) or name.startswith("."):
         raise InvalidWorkspaceName(name)
     return name

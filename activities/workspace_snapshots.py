@@ -31,6 +31,7 @@ Pure file logic, no Temporal: the activities are in activities/snapshot_activiti
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -38,12 +39,12 @@ import os
 import shutil
 import stat
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from activities.tools import disk_use
-from activities.workspace import Workspace
+from activities.workspace import Workspace, checked_name
 from agent_model.payload import clip
 from agent_model.workspace_names import workspace_name_for
 
@@ -153,8 +154,7 @@ class SnapshotStore:
     def store_dir(self, name: str) -> Path:
         top = self.workspace.root / SNAPSHOTS_DIR_NAME
         top.mkdir(exist_ok=True, mode=0o700)
-        self.workspace.run_dir(name)  # checks the name
-        directory = top / name
+        directory = top / checked_name(name)
         (directory / "blobs").mkdir(parents=True, exist_ok=True, mode=0o700)
         return directory
 
@@ -243,12 +243,12 @@ class SnapshotStore:
             for path in sorted(wanted, key=lambda p: p.split("/")):
                 putting.put(path, wanted[path])
             putting.close()
+            for path in (p for p, e in wanted.items() if e.kind == LINK):
+                _drop_if_outside(top, run_dir, path, done)
             for path in [p for p, e in wanted.items() if e.kind == DIR][::-1]:
                 _chmod_dir(top, path, wanted[path].mode)
         finally:
             os.close(top)
-        for path in (p for p, e in wanted.items() if e.kind == LINK):
-            _drop_if_outside(run_dir, path, done)
         if manifest is not None:  # what the snapshot itself could not record
             done.skipped = (manifest.skipped + done.skipped)[:SKIPPED_KEPT]
             done.skipped_count += manifest.skipped_count
@@ -415,7 +415,7 @@ def _prune(fd: int, prefix: str, wanted: dict[str, Entry]) -> None:
         entry = wanted.get(path)
         if stat.S_ISDIR(status.st_mode):
             if entry is not None and entry.kind == DIR:
-                os.chmod(entry_name, 0o700, dir_fd=fd, follow_symlinks=True)  # a real directory: checked above
+                _open_up(fd, entry_name)
                 child = os.open(entry_name, _DIR_FLAGS, dir_fd=fd)
                 try:
                     _prune(child, path + "/", wanted)
@@ -428,9 +428,20 @@ def _prune(fd: int, prefix: str, wanted: dict[str, Entry]) -> None:
             os.unlink(entry_name, dir_fd=fd)
 
 
+def _open_up(fd: int, entry_name: str) -> None:
+    """chmod 0700 the directory `entry_name` of `fd`, which must be one: a link
+    swapped in since it was looked at fails (ENOTDIR) instead of being followed.
+    O_PATH needs no permission on the directory, which may be closed (chmod 0)."""
+    held = os.open(entry_name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+    try:
+        os.chmod(f"/proc/self/fd/{held}", 0o700)
+    finally:
+        os.close(held)
+
+
 def _make_removable(fd: int, entry_name: str) -> None:
     """Open up a directory tree the agent may have closed (chmod 0), never following links."""
-    os.chmod(entry_name, 0o700, dir_fd=fd, follow_symlinks=True)
+    _open_up(fd, entry_name)
     child = os.open(entry_name, _DIR_FLAGS, dir_fd=fd)
     try:
         with os.scandir(child) as listing:
@@ -504,36 +515,47 @@ class _Putting:
             os.utime(out.fileno(), ns=(entry.mtime_ns, entry.mtime_ns))
 
 
-def _chmod_dir(top: int, path: str, mode: int) -> None:
-    """Give a restored directory its recorded mode (after its content is in)."""
-    fd = top
-    opened: list[int] = []
+@contextlib.contextmanager
+def _parent_of(top: int, path: str) -> Iterator[tuple[int, str]]:
+    """(a descriptor of `path`'s directory, reached from `top` one component at
+    a time with no link followed, `path`'s last name)."""
+    parts = path.split("/")
+    fd, opened = top, []
     try:
-        parts = path.split("/")
         for part in parts[:-1]:
             fd = os.open(part, _DIR_FLAGS, dir_fd=fd)
             opened.append(fd)
-        child = os.open(parts[-1], _DIR_FLAGS, dir_fd=fd)
-        try:
-            os.fchmod(child, mode & 0o777)
-        finally:
-            os.close(child)
-    except OSError:
-        pass  # not restored: said by put
+        yield fd, parts[-1]
     finally:
         for held in opened:
             os.close(held)
 
 
-def _drop_if_outside(run_dir: Path, path: str, done: Restored) -> None:
-    """Remove a restored link that resolves outside the run directory."""
-    link = run_dir / path
-    if not os.path.islink(link):
-        return
-    real = Path(os.path.realpath(link))
+def _chmod_dir(top: int, path: str, mode: int) -> None:
+    """Give a restored directory its recorded mode (after its content is in)."""
+    try:
+        with _parent_of(top, path) as (parent, name):
+            child = os.open(name, _DIR_FLAGS, dir_fd=parent)
+            try:
+                os.fchmod(child, mode & 0o777)
+            finally:
+                os.close(child)
+    except OSError:
+        pass  # not restored: said by put
+
+
+def _drop_if_outside(top: int, run_dir: Path, path: str, done: Restored) -> None:
+    """Remove a restored link that resolves outside the run directory. The
+    decision reads the path; the removal goes through descriptors, so a
+    directory swapped for a link meanwhile never leads it outside."""
+    real = Path(os.path.realpath(run_dir / path))
     if real == run_dir or run_dir in real.parents:
         return
-    target = os.readlink(link)
-    os.unlink(link)
+    try:
+        with _parent_of(top, path) as (parent, name):
+            target = os.readlink(name, dir_fd=parent)
+            os.unlink(name, dir_fd=parent)
+    except OSError:
+        return  # not a link (any more), or gone
     done.restored -= 1
     done.skip(path, f"not restored: a symbolic link to {target!r}, outside the run directory")

@@ -14,6 +14,9 @@ from pydantic import BaseModel, Field
 from agent_model.usage import TokenUsage
 
 PER_MILLION = 1_000_000
+MAX_TOKENS_CEILING = 10**12
+MAX_COST_CEILING = 10**9
+"""The highest ceilings taken (USD for cost): only nonsense is refused."""
 
 
 class Prices(BaseModel):

@@ -12,15 +12,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agent_model.budget import Budget, budget_text, ceiling_reached, money
+from agent_model.budget import MAX_COST_CEILING, MAX_TOKENS_CEILING, Budget, budget_text, ceiling_reached, money
 from agent_model.payload import clip
 from agent_model.usage import TokenUsage
 
 BUDGET_QUESTIONS = 3
 """Questions asked at one ceiling before a reply that raises nothing ends the run."""
-MAX_RAISED_TOKENS = 10**12
-MAX_RAISED_COST = 10**9
-"""Bounds of a raised ceiling (those of the MCP server's budget arguments): only nonsense is refused."""
 QUOTED_REPLY_CHARS = 60
 """Characters of a reply quoted back in the next question."""
 
@@ -90,11 +87,11 @@ def read_reply(reply: str, budget: Budget, usage: TokenUsage, cost: float | None
         if is_cost:
             if not budget.prices:
                 return BudgetReply(problem="this run has no prices, so a cost ceiling cannot be checked")
-            if value > MAX_RAISED_COST:
+            if value > MAX_COST_CEILING:
                 return unreadable
             dollars = value
         else:
-            if value != int(value) or value > MAX_RAISED_TOKENS:
+            if value != int(value) or value > MAX_TOKENS_CEILING:
                 return unreadable
             tokens = int(value)
     if tokens is not None and tokens <= usage.total_tokens:

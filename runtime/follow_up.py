@@ -12,13 +12,12 @@ from typing import TextIO
 
 from temporalio.api.common.v1 import WorkflowExecution as ProtoWorkflowExecution
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryRequest
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from agent_model.continuation import current_limits
-from agent_model.payload import clip
+from agent_model.continuation import continued_input, current_limits
 from agent_model.run import AgentRunInput, AgentRunResult, RunState
 from agent_model.session import SessionMessage, SessionTerms, SessionView, TurnRecord, reopened
 from agent_model.workspace_names import workspace_name_for
@@ -130,9 +129,7 @@ async def closed_input(client: Client, run_id: str, execution: str) -> AgentRunI
             maximum_page_size=1,
         )
     )
-    started = response.history.events[0].workflow_execution_started_event_attributes
-    (run,) = client.data_converter.payload_converter.from_payloads(list(started.input.payloads), [AgentRunInput])
-    return run
+    return run_control.started_run_input(client, WorkflowHistory(run_id, list(response.history.events)))
 
 
 async def to_closed_run(
@@ -153,16 +150,9 @@ async def to_closed_run(
     carried.session = reopened(carried.session, original.task, carried.step, outcome, text)
     terms = original.session or settings.session.terms()
     limits = original.continuation or current_limits()
-    continued = original.model_copy(
-        update={
-            "task": clip(original.task, limits.task_shown),
-            "carried": carried,
-            "session": terms,
-            "workspace": original.workspace or workspace_name_for(run_id),
-            "profile": None,
-            "continuation": limits,
-        }
-    )
+    workspace = original.workspace or workspace_name_for(run_id)
+    # As continue-as-new does, bounded with the message in the inbox.
+    continued = continued_input(original, carried, workspace, limits).model_copy(update={"session": terms})
     registered = await run_control.search_attributes_registered(client)
     agent = carried.profile.name if carried.profile else original.agent
     try:

@@ -109,12 +109,6 @@ def first_started_at(history: WorkflowHistory) -> float:
     return history.events[0].event_time.ToDatetime(tzinfo=timezone.utc).timestamp()
 
 
-def started_input(client: Client, history: WorkflowHistory) -> AgentRunInput:
-    started = history.events[0].workflow_execution_started_event_attributes
-    (run,) = client.data_converter.payload_converter.from_payloads(list(started.input.payloads), [AgentRunInput])
-    return run
-
-
 async def execution_with_step(client: Client, run_id: str, newest: str, step: int) -> tuple[str, WorkflowHistory]:
     """The execution of the run (a chain, after continue-as-new) in which step `step` ended, and its history."""
     execution = newest
@@ -165,7 +159,7 @@ async def fork_input(
         raise RunControlError(
             f"run {origin_id} has ended {reached} step(s) so far; --from-step must be from 0 to {reached}"
         )
-    origin = started_input(client, history)
+    origin = run_control.started_run_input(client, history)
     limits = origin.continuation or current_limits()
     state = forked_state(capture.state, fork_id, task=task, message=message, llm=llm)
     state.budget = fork_llm_budget(settings, state.budget, llm)  # a ceiling the user raised in the origin

@@ -36,6 +36,7 @@ from pydantic import Field, ValidationError
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowFailureError
 from temporalio.service import RPCError
 
+from agent_model.budget import MAX_COST_CEILING, MAX_TOKENS_CEILING
 from agent_model.flow import DEFAULT_FLOW_TIMEOUT_SECONDS, FINALIZE_RESERVE_SECONDS, PlanningFlowResult
 from agent_model.plan import Plan
 from agent_model.profiles import BUILTIN_PROFILES
@@ -71,17 +72,16 @@ ID_LIMIT = 200
 TEXT_LIMIT = 100_000
 """Characters of an answer."""
 MAX_STEPS_LIMIT = 10_000
-MAX_TOKENS_LIMIT = 10**12
-MAX_COST_LIMIT = 10**9
-"""Bounds of a client's budget arguments: far above any real run, so only nonsense is refused."""
+"""Bounds of a client's step and budget arguments (agent_model/budget.py for tokens and cost):
+far above any real run, so only nonsense is refused."""
 MaxTokens = Annotated[
     int | None,
-    Field(ge=1, le=MAX_TOKENS_LIMIT, description="end the run gracefully once it has used this many tokens"),
+    Field(ge=1, le=MAX_TOKENS_CEILING, description="end the run gracefully once it has used this many tokens"),
 ]
 MaxCost = Annotated[
     float | None,
     Field(
-        gt=0, le=MAX_COST_LIMIT, allow_inf_nan=False,
+        gt=0, le=MAX_COST_CEILING, allow_inf_nan=False,
         description="end the run gracefully once it has cost this many US dollars (at the config's LLM prices)",
     ),
 ]

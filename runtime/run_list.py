@@ -217,7 +217,7 @@ async def row_of(client: Client, run: WorkflowExecution) -> RunRow:
             if isinstance(result, AgentRunResult):
                 state, step = result.state.value, result.steps_taken
         else:
-            state = closed_state(run) if run.status not in WITH_RESULT else state
+            state = closed_state(run) if run.status != WorkflowExecutionStatus.COMPLETED else state
             outcome = (CLOSED_WORDS.get(run.status) if run.status else None) or Outcome(state.lower(), "", StateClass.FAILED)
         status, state_class = outcome.word, outcome.state_class
     return RunRow(run.id, kind, await task, state, status, state_class, step, run.start_time)

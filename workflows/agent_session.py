@@ -11,16 +11,15 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from agent_model.continuation import carried_state, continued_input, current_limits
+    from agent_model.continuation import carried_state, current_limits
     from agent_model.messages import user_message
     from agent_model.payload import clip
-    from agent_model.run import AgentRunInput
+    from agent_model.run import NOTE_LIMIT, AgentRunInput
     from agent_model.run_state import RunState
     from agent_model.session import (
         SessionMessage, SessionTerms, SessionView, accept, begin_turn, end_turn, goes_on, idle_note, idle_text, refusal,
     )
     from agent_model.state import AgentState, StopReason
-    from agent_model.workspace_names import workspace_name_for
     from workflows.run_ending import RunEnded
 
 Ending = tuple[AgentState, StopReason, str | None]
@@ -52,9 +51,11 @@ class Turns:
         the run waits for another message (else it ends with this ending)."""
         state, session = self.state, self.state.session
         if not self.active or session is None or session.closing or state.profile is None or not goes_on(ending[0]):
+            if session is not None:
+                session.closing = True  # a message sent while the run ends is refused, not left unread
             return False
         agent_state, reason, note = ending
-        note = clip(note, 2000) if note else note
+        note = clip(note, NOTE_LIMIT) if note else note
         end_turn(session, state.step, agent_state, reason, answer(), note)
         if note and state.records and state.records[-1].step > self.steps_before_turn():
             state.records[-1].note = note
@@ -137,10 +138,5 @@ class SessionHandlers:
     def state_to_carry(self) -> RunState:
         """The state an execution that goes on with this (closed) run starts
         from, bounded as continue-as-new bounds it."""
-        info = workflow.info()
         limits = self.input.continuation or current_limits()
-        carried = carried_state(self.state, info.run_id, limits)
-        workspace = self.input.workspace or workspace_name_for(info.workflow_id)
-        bounded = continued_input(self.input, carried, workspace, limits).carried
-        assert bounded is not None
-        return bounded
+        return carried_state(self.state, workflow.info().run_id, limits)
