@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
+from contextvars import ContextVar
 from datetime import timedelta
 from typing import Any
 
@@ -25,6 +26,25 @@ MAX_INTERVAL = 1.0
 (1 s) a cancellation reaches the activity within about two seconds."""
 MIN_INTERVAL = 0.1
 """Seconds between beats at least, whatever the timeout: beats cost a little CPU each."""
+DOING_CHARACTERS = 200
+"""Of a line saying what the activity is doing, sent with its heartbeats."""
+
+_doing: ContextVar[list[str] | None] = ContextVar("doing", default=None)
+"""The line of the innermost `heartbeating()` block, shared with its beat task."""
+
+
+def say_doing(text: str) -> None:
+    """Tell whoever follows the run what this activity is doing now (one short
+    line, e.g. which search engine it asks): it rides on the heartbeats, so
+    the starter shows it from the server's view of the activity
+    (runtime/activity_notice.py) wherever the worker runs. Outside a
+    `heartbeating()` block it does nothing."""
+    holder = _doing.get()
+    if holder is None:
+        return
+    holder[0] = " ".join(text.split())[:DOING_CHARACTERS]
+    if activity.in_activity():
+        activity.heartbeat(holder[0])
 
 
 def beat_interval(heartbeat_timeout: timedelta | None) -> float:
@@ -44,11 +64,13 @@ async def heartbeating(*details: Any, on_beat: Callable[[], None] | None = None)
         yield
         return
     interval = beat_interval(activity.info().heartbeat_timeout) if inside else MAX_INTERVAL
+    doing = [""]
+    entered = _doing.set(doing)
 
     async def beat() -> None:
         while True:
             if inside:
-                activity.heartbeat(*details)
+                activity.heartbeat(*((doing[0],) if doing[0] else details))
             if on_beat is not None:
                 on_beat()
             await asyncio.sleep(interval)
@@ -58,4 +80,5 @@ async def heartbeating(*details: Any, on_beat: Callable[[], None] | None = None)
         yield
     finally:
         beats.cancel()
+        _doing.reset(entered)
         await asyncio.wait({beats})  # never raises: a cancellation of the body still propagates

@@ -24,6 +24,7 @@ from agent_model.run import resolved_profile
 from runtime.approval_prompt import ask_approval
 from runtime.cli import mute_temporal_logs
 from runtime.connection import is_unreachable
+from runtime.activity_notice import DoingNotices
 from runtime.retry_notice import RetryNotices
 from runtime.run_control import ended_line
 from runtime.run_result import ended_result
@@ -326,6 +327,7 @@ class Watch:
         self.waiting = False
         """At the last check, the run had a task that no worker had taken."""
         self.retries = RetryNotices()
+        self.doing = DoingNotices()
 
     @property
     def address(self) -> str:
@@ -357,6 +359,8 @@ class Watch:
             retrying = self.retries.line(run_id, description)
             if retrying is not None:
                 progress.say(retrying)
+            for line in await self.doing.lines(run_id, description, self.client.data_converter):
+                progress.say(line)
             if waits_for_worker(description):
                 waiting = waiting or run_id
         self.waiting = waiting is not None

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 
 from agent_model.tool_io import ToolResult
 from activities.web.access import Refused, WebAccess, WebError
+from activities.heartbeats import say_doing
 from activities.web.engines import DEFAULT_ENDPOINTS, ENGINES, EngineFailure, Query, SearchResult
 from activities.web.fetch import clip_text, page_text, untrusted_header
 from config.settings import SearchSettings
@@ -53,7 +54,9 @@ class WebSearch:
             rounds += 1
             failures = []
             unreached = 0
-            for engine in chain:
+            for number, engine in enumerate(chain, 1):
+                again = f", round {rounds}" if rounds > 1 else ""
+                say_doing(f"web_search: asking {engine} ({number} of {len(chain)}{again})")
                 try:
                     results = await ENGINES[engine](self.access, query, self.endpoint(engine), self.settings.api_key(engine))
                 except EngineFailure as e:
@@ -74,6 +77,7 @@ class WebSearch:
             ):
                 stopped_early = True
                 break
+            say_doing(f"web_search: no engine answered; asking again in {self.settings.retry_delay:g} s")
             await self.sleep(self.settings.retry_delay)
         tries = f"{rounds} time{'s' if rounds > 1 else ''}"
         if rounds > 1:
