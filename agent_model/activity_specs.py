@@ -11,7 +11,7 @@ from agent_model.errors import (
     TOKEN_LIMIT_ERROR,
     UNKNOWN_LLM_PROFILE_ERROR,
 )
-from agent_model.tool_spec import NOTHING_TO_WAIT_FOR, WAIT_FOR_THE_CALL, Retries, Timeout, activity_config
+from agent_model.tool_spec import CLOSED_WITHOUT_IT, WAIT_FOR_THE_CALL, Retries, Timeout, activity_config
 
 THINK = "think"
 PREPARE_WORKSPACE = "prepare_workspace"
@@ -45,15 +45,22 @@ THINK_CONFIG = activity_config(
     cancellation=WAIT_FOR_THE_CALL,
 )
 
-PREPARE_WORKSPACE_CONFIG = activity_config(
-    start_to_close=Timeout(
-        10,
-        "creating a directory takes milliseconds; 10 s covers a slow disk and bounds how long a run "
-        "waits when its worker dies mid-call (no heartbeat)",
-    ),
-    retries=Retries(5, "idempotent (mkdir exist_ok), so retrying a transient failure is safe"),
-    cancellation=NOTHING_TO_WAIT_FOR,
+PREPARE_WORKSPACE_TIMEOUT = Timeout(
+    10,
+    "creating a directory takes milliseconds; 10 s covers a slow disk and bounds how long a run "
+    "waits when its worker dies mid-call (no heartbeat)",
 )
+PREPARE_WORKSPACE_RETRIES = Retries(5, "idempotent (mkdir exist_ok), so retrying a transient failure is safe")
+PREPARE_WORKSPACE_CONFIG = activity_config(
+    start_to_close=PREPARE_WORKSPACE_TIMEOUT, retries=PREPARE_WORKSPACE_RETRIES, cancellation=WAIT_FOR_THE_CALL
+)
+PREPARE_WORKSPACE_CONFIG_BEFORE_WAITING = activity_config(
+    start_to_close=PREPARE_WORKSPACE_TIMEOUT, retries=PREPARE_WORKSPACE_RETRIES, cancellation=CLOSED_WITHOUT_IT
+)
+"""How runs begun before the patch WORKSPACE_CANCEL_PATCH prepare their directory."""
+WORKSPACE_CANCEL_PATCH = "cancel-waits-for-workspace"
+"""Asked in AgentWorkflow.run: a run cancelled while its directory is made
+ends only once that call has (docs/deploying.md)."""
 
 RESTORE_WORKSPACE = "restore_workspace"
 

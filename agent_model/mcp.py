@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from agent_model.errors import MCP_UNKNOWN_SERVER_ERROR
 from agent_model.tool_arguments import MAX_ARGUMENT_DEPTH
 from agent_model.tool_io import ProducedObservation
-from agent_model.tool_spec import NOTHING_TO_WAIT_FOR, TOOL_HEARTBEAT, WAIT_FOR_THE_CALL, Retries, Timeout
+from agent_model.tool_spec import TOOL_HEARTBEAT, WAIT_FOR_THE_CALL, Retries, Timeout
 from agent_model.tool_spec import activity_config
 
 LIST_TOOLS_ACTIVITY = "mcp_list_tools"
@@ -146,7 +146,7 @@ MCP_LIST_TOOLS = activity_config(
         "listing again is harmless",
     ),
     heartbeat=TOOL_HEARTBEAT,
-    cancellation=NOTHING_TO_WAIT_FOR,
+    cancellation=WAIT_FOR_THE_CALL,
 )
 MCP_CALL_SECONDS = 300
 MCP_CALL_TOOL = activity_config(

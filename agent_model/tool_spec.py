@@ -94,9 +94,10 @@ WAIT_FOR_THE_CALL = Cancellation(
     "a cancelled run ends only once the call has stopped (its processes killed, its server call or "
     "browser action over): nothing the run started outlives it",
 )
-NOTHING_TO_WAIT_FOR = Cancellation(
+CLOSED_WITHOUT_IT = Cancellation(
     ActivityCancellationType.TRY_CANCEL,
-    "the call has no effect worth waiting for (a directory made, a listing, a best-effort close)",
+    "kept for runs begun before cancel-waits-for-workspace: their cancelled run closed at once, the call "
+    "left open in its history (the Web UI shows it running under the closed run)",
 )
 
 

@@ -92,6 +92,7 @@ from agent_model.state import AgentState, StopReason  # noqa: E402
 from config.settings import LLMSettings, Settings  # noqa: E402
 from runtime.worker_factory import WORKFLOWS, build_worker, sandboxed_runner  # noqa: E402
 from testkit.fake_openai import FakeOpenAI, Reply, call, turn_of  # noqa: E402
+from testkit.held_workspace import held_workspace_worker  # noqa: E402
 from testkit.run_results import final_result  # noqa: E402
 from workflows import search_attributes  # noqa: E402
 from workflows.agent import AgentWorkflow  # noqa: E402
@@ -222,6 +223,27 @@ async def record_cancelled_run(
             AgentWorkflow.run, AgentRunInput(task="Sleep a minute.", agent="manus"), id=workflow_id, task_queue=settings.task_queue
         )
         await _closed(handle, started, timeout)
+    return await handle.fetch_history()
+
+
+async def record_cancelled_preparing_run(
+    client: Client, fake: FakeOpenAI, scratch: Path, workflow_id: str, timeout: float = 60
+) -> WorkflowHistory:
+    """Cancelled while its directory is made (testkit/held_workspace.py): the
+    call ends, then the run (patch cancel-waits-for-workspace)."""
+    queue = f"record-{uuid.uuid4().hex[:8]}"
+    async with held_workspace_worker(client, queue, scratch / "workspace", identity=IDENTITY) as held:
+        handle = await client.start_workflow(
+            AgentWorkflow.run, AgentRunInput(task="Cancelled at the start.", agent="manus"), id=workflow_id, task_queue=queue
+        )
+        await asyncio.wait_for(held.started.wait(), timeout)
+        await handle.cancel()
+        await asyncio.sleep(1)
+        held.released.set()
+        try:
+            await asyncio.wait_for(handle.result(), timeout)
+        except WorkflowFailureError:
+            pass  # CANCELED
     return await handle.fetch_history()
 
 
@@ -636,6 +658,7 @@ async def record_session_idle_run(client: Client, fake: FakeOpenAI, scratch: Pat
 SCENARIOS = {
     "answered": (HISTORY_PATH.name, HISTORY_WORKFLOW_ID),
     "cancelled": ("agent_run_cancelled.json", "agent-run-cancelled"),
+    "cancelled-preparing": ("agent_run_cancelled_preparing.json", "agent-run-cancelled-preparing"),
     "empty-reply": ("agent_run_empty_reply.json", "agent-run-empty-reply"),
     "gave-up": ("agent_run_gave_up.json", "agent-run-gave-up"),
     "flow-cancelled": ("flow_cancelled.json", "flow-cancelled"),
@@ -680,6 +703,7 @@ async def record(scenario: str, client: Client, fake: FakeOpenAI, scratch: Path)
         return await record_profile_run(client, fake, scratch, workflow_id, scenario.removeprefix("profile-"))
     recorder = {
         "cancelled": record_cancelled_run,
+        "cancelled-preparing": record_cancelled_preparing_run,
         "empty-reply": record_empty_reply_run,
         "gave-up": record_gave_up_run,
         "flow-cancelled": record_cancelled_flow,

@@ -38,7 +38,7 @@ from agent_model.llm_io import ThinkRequest, ThinkResponse
 from agent_model.messages import Message, ToolChoice, user_message
 from agent_model.tool_io import produced_text
 from agent_model.prompting import fill
-from agent_model.tool_spec import NOTHING_TO_WAIT_FOR, TOOL_HEARTBEAT, WAIT_FOR_THE_CALL, Retries, Timeout
+from agent_model.tool_spec import TOOL_HEARTBEAT, WAIT_FOR_THE_CALL, Retries, Timeout
 from agent_model.tool_spec import ToolOutcome, ToolSpec, ToolState, WorkflowTools, activity_config, scheduled
 from prompts import agent_notes
 from prompts import browser as words
@@ -127,7 +127,7 @@ CLOSE_CONFIG = activity_config(
     start_to_close=Timeout(20, "closing a browser ends its processes; 20 s covers a browser that must be killed"),
     retries=Retries(1, "best effort: a browser left open is closed by its worker when idle"),
     schedule_to_start=Timeout(5, "the run is over; a worker that is gone has no browser left to close"),
-    cancellation=NOTHING_TO_WAIT_FOR,
+    cancellation=WAIT_FOR_THE_CALL,
 )
 
 async def browse(tools: WorkflowTools, arguments: dict[str, Any]) -> ToolOutcome:

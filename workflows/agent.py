@@ -18,7 +18,12 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from agent_model.activity_specs import PREPARE_WORKSPACE, PREPARE_WORKSPACE_CONFIG
+    from agent_model.activity_specs import (
+        PREPARE_WORKSPACE,
+        PREPARE_WORKSPACE_CONFIG,
+        PREPARE_WORKSPACE_CONFIG_BEFORE_WAITING,
+        WORKSPACE_CANCEL_PATCH,
+    )
     from agent_model.budget import Budget, budget_text, ceiling_note, ceiling_reached, money, run_cost
     from agent_model.budget_raise import raise_note
     from agent_model.continuation import carried_state, continued_input, current_limits, should_continue_as_new
@@ -80,6 +85,7 @@ class AgentWorkflow(AgentHandlers, SessionHandlers):
     @workflow.run
     async def run(self, run: AgentRunInput) -> AgentRunResult:
         fails_when_not_done = workflow.patched(TASK_NOT_DONE_PATCH)
+        self.waits_for_workspace = workflow.patched(WORKSPACE_CANCEL_PATCH)
         state = self.state
         state.agent_state = AgentState.RUNNING
         ending = await self._ending_of(self._turn(run))
@@ -151,7 +157,10 @@ class AgentWorkflow(AgentHandlers, SessionHandlers):
             PREPARE_WORKSPACE,
             self.workspace,
             result_type=str,
-            **scheduled(PREPARE_WORKSPACE_CONFIG, f"prepare workspace {self.workspace}"),
+            **scheduled(
+                PREPARE_WORKSPACE_CONFIG if self.waits_for_workspace else PREPARE_WORKSPACE_CONFIG_BEFORE_WAITING,
+                f"prepare workspace {self.workspace}",
+            ),
         )
         state.memory.add(user_message(run.task))
 
