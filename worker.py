@@ -25,7 +25,7 @@ from activities.tools.sandbox import SandboxUnavailable
 from config.settings import ConfigError, load_settings
 from runtime.cli import exit_now, pipe_safe
 from runtime.config_report import ConfigWatch, config_lines, watch_config
-from runtime.connection import connect
+from runtime.connection import connect, data_converter
 from runtime.idle_exit import wait_until_idle
 from runtime.terminal_text import InertFormatter
 from runtime.worker_factory import build_worker, check_worker_settings, harden_worker_process
@@ -46,7 +46,7 @@ async def run_worker(args: argparse.Namespace) -> int:
     settings.require_workspace_root()
     sandbox = check_worker_settings(settings)
     harden_worker_process()
-    client = await connect(wait_seconds=args.connect_timeout, runtime=runtime)
+    client = await connect(data_converter(settings.encryption), wait_seconds=args.connect_timeout, runtime=runtime)
     worker = build_worker(client, settings, sandbox)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

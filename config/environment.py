@@ -46,6 +46,13 @@ def port(value: str) -> int:
     return int(value)
 
 
+def token(value: str) -> str:
+    """A bearer token: long enough not to be guessed, and sendable in a header."""
+    if len(value) < 32 or not value.isascii() or not value.isprintable() or " " in value:
+        raise ValueError("must be at least 32 printable ASCII characters without spaces")
+    return value
+
+
 def seconds(low: float, high: float) -> Parser:
     def parse(value: str) -> float:
         try:
@@ -90,12 +97,14 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("BRAVE_API_KEY", "[search] brave_api_key", text, "web_search's Brave key", key=("search", "brave_api_key"), secret=True),
     Variable("TAVILY_API_KEY", "[search] tavily_api_key", text, "web_search's Tavily key", key=("search", "tavily_api_key"), secret=True),
     Variable("DURABLE_MANUS_SESSION_IDLE_MINUTES", "[session] idle_minutes", text, "minutes a chat session waits for the next message before it ends (default 30)", key=("session", "idle_minutes")),
+    Variable("DURABLE_MANUS_ENCRYPTION_KEY_FILE", "[encryption] key_file", path, "the payload key file: with it every payload sent to Temporal is encrypted (python starter.py keygen PATH makes one)", key=("encryption", "key_file")),
     Variable("TEMPORAL_TASK_QUEUE", "task_queue", text, "the task queue workers poll and runs start on (default durable-manus)"),
     Variable("DURABLE_MANUS_SERVER_WAIT", "server_wait_seconds", seconds(1, 3600), "seconds a following starter waits for a Temporal server that stopped answering (default 60)"),
     Variable("DURABLE_MANUS_PICKUP_WAIT", "pickup_wait_seconds", seconds(0.5, 600), "seconds a detached start waits to see a worker take the run (default 3)"),
     Variable("DURABLE_MANUS_UI_PORT", "the embedded server's Web UI port", port, "the port of the embedded Temporal server's Web UI (default 8233)"),
     Variable("DURABLE_MANUS_TEMPORAL_CLI", "the embedded server's temporal CLI", path, "the `temporal` CLI that starts the embedded server (default: beside this Python, else on PATH)"),
     Variable("DURABLE_MANUS_WORKER_IDLE_EXIT", "the starter's worker's idle exit", seconds(0, 86400), "seconds the worker a starter starts for its runs (detached: it outlives the starter) stays once no run is open on its task queue (default 300); 0: the starter runs its worker in its own process, and it stops with the command"),
+    Variable("DURABLE_MANUS_CODEC_TOKEN", "the codec server's token", token, "the bearer token the codec server requires (default: made once in .data/codec-token)", secret=True),
     Variable("DURABLE_MANUS_QUERY_WAIT", "run control's query wait", seconds(0.5, 600), "seconds show, answer and the other run commands wait for a worker to answer a query (default 10)"),
 )
 BY_NAME = {variable.name: variable for variable in VARIABLES}

@@ -22,6 +22,7 @@ from config.approval_settings import ApprovalSettings
 from config.budget_settings import BudgetSettings
 from config.browser_settings import BrowserSettings, parse_browser
 from config.config_file import DEFAULT_CONFIG_PATH, REPO_DIR, ConfigError, read_config_text
+from config.encryption_settings import EncryptionSettings
 from config.environment import origins_in
 from config.llm_settings import LLMSettings, llm_where, parse_llm
 from config.openmanus_sections import OPENMANUS_KEYS, OWN_SECTIONS, openmanus_sections
@@ -96,6 +97,8 @@ class Settings(BaseModel):
     """`[budget]`: whether a run at its ceiling asks for a higher one (config/budget_settings.py)."""
     session: SessionSettings = Field(default_factory=SessionSettings)
     """`[session]`: the terms of the runs `chat` starts (config/session_settings.py)."""
+    encryption: EncryptionSettings = Field(default_factory=EncryptionSettings)
+    """`[encryption]`: the payload key file, opt-in (config/encryption_settings.py)."""
     server_wait_seconds: float = DEFAULT_SERVER_WAIT
     """How long a starter that follows a run waits for a Temporal server that
     stopped answering before it gives up (exit 3; the run is safe)."""
@@ -197,9 +200,15 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     approval = validated(ApprovalSettings, source, "[approval]", data.get("approval", {}))
     budget = validated(BudgetSettings, source, "[budget]", data.get("budget", {}))
     session = validated(SessionSettings, source, "[session]", data.get("session", {}), origins_in(origins, "session"))
+    encryption = validated(
+        EncryptionSettings, source, "[encryption]", data.get("encryption", {}), origins_in(origins, "encryption")
+    )
     server_wait = environment.read(env, "DURABLE_MANUS_SERVER_WAIT")
     pickup_wait = environment.read(env, "DURABLE_MANUS_PICKUP_WAIT")
-    for own in ("DURABLE_MANUS_QUERY_WAIT", "DURABLE_MANUS_UI_PORT", "DURABLE_MANUS_TEMPORAL_CLI", "DURABLE_MANUS_WORKER_IDLE_EXIT"):
+    for own in (
+        "DURABLE_MANUS_QUERY_WAIT", "DURABLE_MANUS_UI_PORT", "DURABLE_MANUS_TEMPORAL_CLI", "DURABLE_MANUS_WORKER_IDLE_EXIT",
+        "DURABLE_MANUS_CODEC_TOKEN",
+    ):
         environment.read(env, own)  # read where they are used; refused here like the others
     mcp_servers = _mcp_servers(file if source != "environment" else None, mcp_server_reference, env)
 
@@ -222,6 +231,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         approval=approval,
         budget=budget,
         session=session,
+        encryption=encryption,
         server_wait_seconds=DEFAULT_SERVER_WAIT if server_wait is None else server_wait,
         pickup_wait_seconds=DEFAULT_PICKUP_WAIT if pickup_wait is None else pickup_wait,
         runflow_data_analysis=runflow_data_analysis,

@@ -53,7 +53,7 @@ async def follow_turn(
 ) -> TurnRecord | AgentRunResult:
     """Print turn `turn`'s steps until it has ended (its record), or until the
     run closes (its result); questions and gated calls are asked in a terminal."""
-    progress = AgentProgress(handle, out, interactive)
+    progress = AgentProgress(handle, out, interactive, converter=client.data_converter)
     began = False
     result_task = asyncio.ensure_future(ended_result(handle, AgentRunResult))
     try:

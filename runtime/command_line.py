@@ -215,6 +215,8 @@ class StartServer:
     """Start the embedded Temporal server, detached."""
 
     name: ClassVar[str] = "server"
+    config: str | None = None
+    """Read for [encryption]: with a key file the Web UI is pointed at the codec server."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -231,15 +233,33 @@ class McpServe:
     config: str | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class Keygen:
+    """Make a payload key file, or add a new current key to one (runtime/keygen.py)."""
+
+    name: ClassVar[str] = "keygen"
+    path: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class CodecServe:
+    """Decode and encode payloads for the Web UI and the temporal CLI (runtime/codec_server.py)."""
+
+    name: ClassVar[str] = "codec-server"
+    port: int | None = None
+    """None: [encryption] codec_port."""
+    config: str | None = None
+
+
 Command = (
     Run | Attach | ListRuns | Show | Result | Answer | Approve | Reject | Cancel | Rewind | Fork | ServeWorker
-    | StartServer | McpServe | Chat
+    | StartServer | McpServe | Chat | Keygen | CodecServe
 )
 COMMANDS = {
     c.name: c
     for c in (
         Run, Attach, ListRuns, Show, Result, Answer, Approve, Reject, Cancel, Rewind, Fork, ServeWorker, StartServer,
-        McpServe, Chat,
+        McpServe, Chat, Keygen, CodecServe,
     )
 }
 COMMANDS["mcp"] = Run
@@ -419,7 +439,7 @@ def build_parser() -> Parser:
         "chat", help="talk to a run turn by turn: send a follow-up, or (in a terminal) open a session"
     ))
     add_worker_arguments(commands.add_parser("worker", help="run a worker, as python worker.py (same options)"))
-    commands.add_parser("server", help="start the embedded Temporal server, detached, unless it runs already")
+    add_config(commands.add_parser("server", help="start the embedded Temporal server, detached, unless it runs already"))
     mcp = commands.add_parser("mcp-server", help="serve MCP tools to start, follow, answer and cancel runs (stdio)")
     mcp.add_argument(
         "--http", type=host_port, metavar="HOST:PORT",
@@ -433,6 +453,15 @@ def build_parser() -> Parser:
         help="with --http: print the bearer token that clients must send (printed anyway when first made)",
     )
     add_config(mcp)
+    keygen = commands.add_parser(
+        "keygen", help="write a payload key file (0600), or add a new current key to one; [encryption] key_file names it"
+    )
+    keygen.add_argument("path", metavar="PATH", help="the key file, e.g. .data/keys.json")
+    codec = commands.add_parser(
+        "codec-server", help="decode encrypted payloads for the Web UI and temporal --codec-endpoint (127.0.0.1)"
+    )
+    codec.add_argument("--port", type=int, metavar="N", help="the port (default: [encryption] codec_port, 8238)")
+    add_config(codec)
     add_mcp_run_options(commands.add_parser(
         "mcp", help="run the mcp agent with MCP servers: configured ones, or one given by command or URL (as run_mcp.py)"
     ))
@@ -580,6 +609,10 @@ def parse_command(argv: Sequence[str]) -> Command:
         raise UsageError("the run id is empty")
     if isinstance(command, ListRuns) and not 1 <= command.limit <= LIST_MAX:
         raise UsageError(f"--limit must be from 1 to {LIST_MAX}")
+    if isinstance(command, Keygen) and not command.path.strip():
+        raise UsageError("the key file's path is empty; usage: python starter.py keygen PATH")
+    if isinstance(command, CodecServe) and command.port is not None and not 0 < command.port < 65536:
+        raise UsageError("--port must be from 1 to 65535")
     if isinstance(command, McpServe) and command.show_token and command.http is None:
         raise UsageError("--show-token goes with --http (over stdio no token is needed)")
     return command

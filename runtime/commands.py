@@ -20,9 +20,8 @@ from runtime.ad_hoc_mcp import with_ad_hoc_server
 from runtime import approvals, fork, run_control, run_list
 from agent_model.approval_desk import ApprovalAction
 from runtime.command_line import (
-    FOLLOWS_A_RUN, Answer, Approve, Attach, Cancel, Chat, Command, Fork, ListRuns, McpServe, Reject, Result, Rewind, Run,
-    ServeWorker, Show,
-    StartServer,
+    FOLLOWS_A_RUN, Answer, Approve, Attach, Cancel, Chat, CodecServe, Command, Fork, Keygen, ListRuns, McpServe, Reject,
+    Result, Rewind, Run, ServeWorker, Show, StartServer,
 )
 from runtime.connection import connect_config, is_unreachable
 from runtime.web_ui_link import run_link
@@ -98,8 +97,16 @@ async def execute(command: Command, following: Following | None = None, out: Tex
     out = out or sys.stdout
     if isinstance(command, ServeWorker):
         raise UsageError("`worker` runs worker.py's main, not a command of this process")
+    if isinstance(command, Keygen):
+        from runtime.keygen import keygen
+
+        return keygen(command.path, out)
+    if isinstance(command, CodecServe):
+        from runtime import codec_server
+
+        return await codec_server.serve(load_settings(command.config), command.port, out)
     if isinstance(command, StartServer):
-        return await start_server(out)
+        return await start_server(out, load_settings(command.config).encryption)
     if isinstance(command, McpServe):
         try:
             from runtime import mcp_server  # here: no other command needs the MCP SDK
@@ -128,7 +135,7 @@ async def execute(command: Command, following: Following | None = None, out: Tex
         chat_without_terminal_is_refused(command)
     if isinstance(command, FOLLOWS_A_RUN) and not (isinstance(command, (Run, Rewind, Fork)) and command.detach):
         refuse_unrunnable_worker(settings, command.worker, embedded_server_missing())
-    client = await connect_for(command.name, isinstance(command, FOLLOWS_A_RUN), out)
+    client = await connect_for(command.name, isinstance(command, FOLLOWS_A_RUN), out, settings.encryption)
     if isinstance(command, ListRuns):
         state = StateClass(command.state) if command.state else None
         await run_list.list_runs(client, out, command.limit, state)

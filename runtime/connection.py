@@ -1,17 +1,23 @@
-"""Connecting to Temporal: temporalio.envconfig settings, waited for, and a failure said in words."""
+"""Connecting to Temporal: temporalio.envconfig settings, waited for, and a failure said in words;
+and the one data converter every client and worker uses (pydantic, and the payload codec when
+[encryption] names a key file)."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 import time
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
 from temporalio.envconfig import ClientConfig
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
+from agent_model.payload_crypto import EncryptionCodec
+from config.encryption_settings import EncryptionSettings
 from runtime.user_errors import TemporalUnreachable
 
 DEFAULT_PORT = 7233
@@ -20,6 +26,21 @@ DEFAULT_ADDRESS = f"127.0.0.1:{DEFAULT_PORT}"
 """Where the embedded server listens, and where a client looks by default."""
 CONNECT_WAIT_SECONDS = 30.0
 """How long to keep trying to reach the server before giving up."""
+
+
+def data_converter(encryption: EncryptionSettings) -> DataConverter:
+    """Pydantic payloads; with a key file, every payload encrypted (its key
+    file read now: a bad one is a ConfigError line before anything starts),
+    and failures' messages and stack traces moved into an encrypted payload
+    too, so an error that quotes a task or a page is not left in the clear."""
+    ring = encryption.key_ring()
+    if ring is None:
+        return pydantic_data_converter
+    return dataclasses.replace(
+        pydantic_data_converter,
+        payload_codec=EncryptionCodec(ring),
+        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
+    )
 
 
 def connect_config() -> dict:
@@ -44,8 +65,10 @@ def port_answers(address: str, timeout: float = 0.5) -> bool:
         return False
 
 
-async def connect(wait_seconds: float = CONNECT_WAIT_SECONDS, runtime: Runtime | None = None) -> Client:
-    """A client with the pydantic data converter, retrying until the server
+async def connect(
+    converter: DataConverter, wait_seconds: float = CONNECT_WAIT_SECONDS, runtime: Runtime | None = None
+) -> Client:
+    """A client with `converter` (data_converter's), retrying until the server
     answers or `wait_seconds` have passed (each attempt is bounded by what
     is left: one attempt at a listener that never replies would take 30 s)."""
     config = connect_config()
@@ -55,7 +78,7 @@ async def connect(wait_seconds: float = CONNECT_WAIT_SECONDS, runtime: Runtime |
     pause = 0.2
     while True:
         left = wait_seconds - (time.monotonic() - began)
-        attempt = asyncio.ensure_future(Client.connect(**config, data_converter=pydantic_data_converter))
+        attempt = asyncio.ensure_future(Client.connect(**config, data_converter=converter))
         try:
             # Shielded, not cancelled: the core's connect is left to end on its own.
             return await asyncio.wait_for(asyncio.shield(attempt), max(left, 0.5))

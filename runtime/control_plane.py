@@ -16,6 +16,7 @@ from runtime.worker_options import METRICS_VARIABLE
 log = logging.getLogger(__name__)
 
 OWN_MCP_SERVER = "this project's MCP server (mcp-server --http)"
+OWN_CODEC_SERVER = "this project's codec server (codec-server), which decrypts payloads"
 
 TEMPORAL_HTTP_PORT = 7243
 """The HTTP API port of a Temporal server as deployed (the dev server's is
@@ -27,8 +28,8 @@ def control_plane(settings: Settings) -> ControlPlane:
     allow list says: every [llm.*] endpoint, the Temporal frontend (and its
     HTTP API on Temporal's usual port), the embedded server's ports, the Web
     UI ($TEMPORAL_UI_URL), the MCP servers, the worker's metrics
-    ($DURABLE_MANUS_METRICS), this machine's `mcp-server --http` servers and
-    [web] control_plane."""
+    ($DURABLE_MANUS_METRICS), this machine's `mcp-server --http` servers, the
+    codec server's port ([encryption] codec_port) and [web] control_plane."""
     env = os.environ
     named: list[tuple[str | None, str]] = [
         (llm.base_url, f"the LLM endpoint of [llm{'' if name == 'default' else '.' + name}]") for name, llm in settings.llm.items()
@@ -47,6 +48,7 @@ def control_plane(settings: Settings) -> ControlPlane:
         Endpoint(endpoints[0].host, TEMPORAL_HTTP_PORT, "the Temporal HTTP API"),
         Endpoint("127.0.0.1", DEFAULT_PORT, "the embedded Temporal server's frontend"),
         Endpoint("127.0.0.1", configured_ui_port(), "the embedded Temporal server's Web UI"),
+        Endpoint("127.0.0.1", settings.encryption.codec_port, OWN_CODEC_SERVER),
     ]
     embedded = embedded_server_ports()
     if "http" in embedded:

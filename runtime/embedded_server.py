@@ -76,8 +76,10 @@ def start_dev_server_command(
     ui_port: int | None = None,
     http_port: int | None = None,
     metrics_port: int | None = None,
+    ui_codec_endpoint: str | None = None,
 ) -> list[str]:
-    """ui_port: None is configured_ui_port(); http_port, metrics_port: None lets the server pick free ones."""
+    """ui_port: None is configured_ui_port(); http_port, metrics_port: None lets the server pick free ones;
+    ui_codec_endpoint: the codec server the Web UI decodes payloads with (encryption on)."""
     return [
         temporal_cli(),
         "server",
@@ -87,6 +89,7 @@ def start_dev_server_command(
         "--ui-port", str(ui_port or configured_ui_port()),
         *(["--http-port", str(http_port)] if http_port is not None else []),
         *(["--metrics-port", str(metrics_port)] if metrics_port is not None else []),
+        *(["--ui-codec-endpoint", ui_codec_endpoint] if ui_codec_endpoint else []),
         "--db-filename", str(db_path),
         # WAL: about 35-50 ms per activity round trip instead of 65-75 ms; a power
         # loss may lose the last transactions (never corrupt the file).
@@ -132,9 +135,10 @@ class EmbeddedStart:
             return ""
 
 
-def start_embedded_server() -> EmbeddedStart:
+def start_embedded_server(ui_codec_endpoint: str | None = None) -> EmbeddedStart:
     """Start the server detached (own session, output to a log file). It is
-    not up yet: runtime/server_start.py waits until it answers."""
+    not up yet: runtime/server_start.py waits until it answers. With
+    `ui_codec_endpoint` its Web UI asks that codec server to decode payloads."""
     temporal_cli()  # first: a missing CLI is refused before the data dir exists
     directory = private_data_dir()
     # The ports of the last start are kept while free, so that a worker that
@@ -151,7 +155,10 @@ def start_embedded_server() -> EmbeddedStart:
     log = open(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
     offset = log.seek(0, os.SEEK_END)
     process = subprocess.Popen(
-        start_dev_server_command(directory / DB_FILENAME, http_port=ports["http"], metrics_port=ports["metrics"]),
+        start_dev_server_command(
+            directory / DB_FILENAME, http_port=ports["http"], metrics_port=ports["metrics"],
+            ui_codec_endpoint=ui_codec_endpoint,
+        ),
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -13,20 +13,20 @@ from typing import Any, Awaitable, Callable, TextIO
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionRequest, GetSystemInfoRequest
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
 from temporalio.service import RPCError
 
 from agent_model.budget import spent_text
 from agent_model.flow import PlanningFlowResult
 from agent_model.plan import Plan, StepStatus
-from agent_model.run import AgentRunInput, AgentRunResult, AgentStatus, HumanAnswer, HumanQuestion, StepRecord
+from agent_model.run import AgentRunResult, AgentStatus, HumanAnswer, HumanQuestion, StepRecord
 from agent_model.run import resolved_profile
 from runtime.approval_prompt import ask_approval
 from runtime.cli import mute_temporal_logs
 from runtime.connection import is_unreachable
 from runtime.activity_notice import DoingNotices
 from runtime.retry_notice import RetryNotices
-from runtime.run_control import ended_line
+from runtime.run_control import ended_line, run_input_of
 from runtime.run_result import ended_result
 from runtime.task_queue import waits_for_worker
 from runtime.terminal_text import inert
@@ -64,14 +64,16 @@ def step_line(record: StepRecord, max_steps: int) -> str:
     return f"{head} " + " | ".join(parts)
 
 
-async def step_limit(handle: WorkflowHandle) -> int | None:
+async def step_limit(handle: WorkflowHandle, converter: DataConverter | None) -> int | None:
     """The run's step limit, from its current execution's input (a run that
     ends before any status query was answered still numbers its steps
-    `[n/limit]`); None when the input cannot be read."""
+    `[n/limit]`), decoded with the client's `converter`; None when the input
+    cannot be read (or no converter was given)."""
+    if converter is None:
+        return None
     try:
         async for event in handle.fetch_history_events(page_size=1):
-            payloads = list(event.workflow_execution_started_event_attributes.input.payloads)
-            (run,) = pydantic_data_converter.payload_converter.from_payloads(payloads, [AgentRunInput])
+            run = await run_input_of(converter, event.workflow_execution_started_event_attributes)
             return resolved_profile(run).max_steps
     except Exception:  # RPCError, an input of another shape, an unknown agent: the line falls back
         return None
@@ -126,8 +128,17 @@ async def ask_user(handle: WorkflowHandle, question: HumanQuestion, out: TextIO)
 class AgentProgress:
     """Prints one agent run's new steps and handles its questions, one poll at a time."""
 
-    def __init__(self, handle: WorkflowHandle, out: TextIO, interactive: bool, indent: str = "") -> None:
+    def __init__(
+        self,
+        handle: WorkflowHandle,
+        out: TextIO,
+        interactive: bool,
+        indent: str = "",
+        converter: DataConverter | None = None,
+    ) -> None:
+        """`converter`: the client's, to read the run's input (its step limit) from history."""
         self.handle, self.out, self.interactive, self.indent = handle, out, interactive, indent
+        self.converter = converter
         self.printed = 0
         """The last step printed; the next `steps` query asks from there."""
         self.last_step = 0
@@ -200,7 +211,7 @@ class AgentProgress:
 
     async def finish(self, result: AgentRunResult) -> None:
         if not self.max_steps and any(record.step > self.last_step for record in result.steps):
-            self.max_steps = await step_limit(self.handle) or 0
+            self.max_steps = await step_limit(self.handle, self.converter) or 0
         # By step number: a long run's result leaves its oldest records out.
         for record in result.steps:
             if record.step > self.last_step:
@@ -259,7 +270,9 @@ class FlowProgress:
     def _child(self, run_id: str) -> AgentProgress:
         if run_id not in self.children:
             handle = self.client.get_workflow_handle(run_id, result_type=AgentRunResult)
-            self.children[run_id] = AgentProgress(handle, self.out, self.interactive, indent="    ")
+            self.children[run_id] = AgentProgress(
+                handle, self.out, self.interactive, indent="    ", converter=self.client.data_converter
+            )
         return self.children[run_id]
 
     def _show(self, plan: Plan) -> None:
@@ -356,7 +369,7 @@ class Watch:
                 if is_unreachable(e):
                     raise
                 continue  # e.g. a step run not visible yet; the next check sees it
-            retrying = self.retries.line(run_id, description)
+            retrying = await self.retries.line(run_id, description, self.client.data_converter)
             if retrying is not None:
                 progress.say(retrying)
             for line in await self.doing.lines(run_id, description, self.client.data_converter):
@@ -454,7 +467,8 @@ async def follow(
     A run that ends without a result raises RunEnded; with a `watch`, a server
     that stops answering for good raises ServerLost."""
     interactive = sys.stdin.isatty() if interactive is None else interactive
-    return await _until_done(handle, AgentProgress(handle, out, interactive), watch)
+    converter = watch.client.data_converter if watch is not None else None
+    return await _until_done(handle, AgentProgress(handle, out, interactive, converter=converter), watch)
 
 
 async def follow_flow(

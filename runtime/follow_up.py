@@ -129,7 +129,7 @@ async def closed_input(client: Client, run_id: str, execution: str) -> AgentRunI
             maximum_page_size=1,
         )
     )
-    return run_control.started_run_input(client, WorkflowHistory(run_id, list(response.history.events)))
+    return await run_control.started_run_input(client, WorkflowHistory(run_id, list(response.history.events)))
 
 
 async def to_closed_run(

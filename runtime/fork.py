@@ -114,7 +114,7 @@ async def execution_with_step(client: Client, run_id: str, newest: str, step: in
     execution = newest
     while True:
         history = await client.get_workflow_handle(run_id, run_id=execution).fetch_history()
-        steps_before, continued_from = run_control.execution_start(client, history)
+        steps_before, continued_from = await run_control.execution_start(client, history)
         if step >= steps_before or not continued_from:
             return execution, history
         execution = continued_from
@@ -159,7 +159,7 @@ async def fork_input(
         raise RunControlError(
             f"run {origin_id} has ended {reached} step(s) so far; --from-step must be from 0 to {reached}"
         )
-    origin = run_control.started_run_input(client, history)
+    origin = await run_control.started_run_input(client, history)
     limits = origin.continuation or current_limits()
     state = forked_state(capture.state, fork_id, task=task, message=message, llm=llm)
     state.budget = fork_llm_budget(settings, state.budget, llm)  # a ceiling the user raised in the origin
@@ -220,8 +220,7 @@ async def origin_of(client: Client, run_id: str) -> ForkOrigin | None:
     async for event in client.get_workflow_handle(run_id).fetch_history_events(page_size=1):
         if not event.HasField("workflow_execution_started_event_attributes"):
             return None
-        payloads = list(event.workflow_execution_started_event_attributes.input.payloads)
-        (run,) = client.data_converter.payload_converter.from_payloads(payloads, [AgentRunInput])
+        run = await run_control.run_input_of(client.data_converter, event.workflow_execution_started_event_attributes)
         return run.forked_from
     return None
 

@@ -133,7 +133,7 @@ class Runs:
         as `starter.py run` does, reading runs never does."""
         async with self._connecting:
             if self._client is None:
-                self._client = await connect_for("mcp-server", may_start_server, sys.stderr)
+                self._client = await connect_for("mcp-server", may_start_server, sys.stderr, self.settings.encryption)
             return self._client
 
 

@@ -9,26 +9,16 @@ at every later start, so a client configured once keeps working.
 
 from __future__ import annotations
 
-import contextlib
 import hmac
 import json
-import os
-import secrets
-import stat
 from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from activities import safe_files
-from runtime.user_errors import UsageError
+from runtime import token_file
 from runtime.embedded_server import data_dir
 
 TOKEN_FILENAME = "mcp-token"
-TOKEN_BYTES = 32
-"""Random bytes of a new token (43 URL-safe characters)."""
-MIN_TOKEN_CHARS = 32
-"""A token file holding less than this is refused rather than trusted."""
-MAX_TOKEN_FILE_BYTES = 4096
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -41,55 +31,13 @@ def token_path() -> Path:
 
 
 def load_or_create_token(path: Path) -> tuple[str, bool]:
-    """(the token in `path`, whether it was just made). A new one is written
-    to a private temporary file, then linked into place: a concurrent start
-    never reads a half-written file, and an existing one is never replaced."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    token = secrets.token_urlsafe(TOKEN_BYTES)
-    draft = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    try:
-        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            os.fchmod(fd, 0o600)  # whatever the umask
-            os.write(fd, f"{token}\n".encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.link(draft, path)
-        return token, True
-    except FileExistsError:
-        return read_token(path), False
-    except OSError as e:
-        raise UsageError(f"cannot write the MCP token to {path}: {e.strerror or e}") from None
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(draft)
+    """(the token in `path`, whether it was just made): runtime/token_file.py."""
+    return token_file.load_or_create(path, "MCP token")
 
 
 def read_token(path: Path) -> str:
-    """The token kept in `path`, refused when the file is not the operator's
-    own private regular file."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as e:
-        raise UsageError(f"cannot read the MCP token file {path}: {e.strerror or e}") from None
-    try:
-        status = safe_files.check_regular(fd, str(path), limit=MAX_TOKEN_FILE_BYTES, writing=False)
-        if status.st_uid != os.geteuid():
-            raise UsageError(f"the MCP token file {path} belongs to another user; remove it to make a new token")
-        if status.st_mode & 0o077:
-            raise UsageError(
-                f"the MCP token file {path} is readable by other accounts (mode {stat.S_IMODE(status.st_mode):04o}); "
-                "remove it to make a new token"
-            )
-        token = safe_files.read_all(fd, str(path), MAX_TOKEN_FILE_BYTES).decode("ascii", "replace").strip()
-    except safe_files.UnsafeFile as e:
-        raise UsageError(f"the MCP token file {e.path} {e.problem}") from None
-    finally:
-        os.close(fd)
-    if len(token) < MIN_TOKEN_CHARS or not token.isprintable() or " " in token:
-        raise UsageError(f"the MCP token file {path} holds no usable token; remove it to make a new one")
-    return token
+    """The token kept in `path`, refused when the file is not the operator's own private regular file."""
+    return token_file.read(path, "MCP token")
 
 
 def bearer_of(scope: Scope) -> bytes | None:

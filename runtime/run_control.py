@@ -11,11 +11,12 @@ from typing import Any, NamedTuple, TextIO
 from temporalio.api.common.v1 import WorkflowExecution as ProtoWorkflowExecution
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest, ResetWorkflowExecutionRequest
-from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.history.v1 import HistoryEvent, WorkflowExecutionStartedEventAttributes
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.client import WorkflowHistory
 from temporalio.client import WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import CancelledError, TerminatedError, TimeoutError as WorkflowTimeoutError
+from temporalio.converter import DataConverter
 from temporalio.service import RPCError, RPCStatusCode
 
 from agent_model.budget import money
@@ -445,18 +446,23 @@ async def turns_of(client: Client, run_id: str) -> list[TurnRecord]:
 # ---- rewind ----------------------------------------------------------------------------
 
 
-def execution_start(client: Client, history: WorkflowHistory) -> tuple[int, str]:
+async def execution_start(client: Client, history: WorkflowHistory) -> tuple[int, str]:
     """(steps taken before this execution of an agent run, the run id of the
     execution it continued from, or "")."""
     started = history.events[0].workflow_execution_started_event_attributes
-    run = started_run_input(client, history)
+    run = await started_run_input(client, history)
     return (run.carried.step if run.carried else 0), started.continued_execution_run_id
 
 
-def started_run_input(client: Client, history: WorkflowHistory) -> AgentRunInput:
+async def started_run_input(client: Client, history: WorkflowHistory) -> AgentRunInput:
     """The input an execution of an agent run started with."""
-    started = history.events[0].workflow_execution_started_event_attributes
-    (run,) = client.data_converter.payload_converter.from_payloads(list(started.input.payloads), [AgentRunInput])
+    return await run_input_of(client.data_converter, history.events[0].workflow_execution_started_event_attributes)
+
+
+async def run_input_of(converter: DataConverter, started: WorkflowExecutionStartedEventAttributes) -> AgentRunInput:
+    """An agent run's input from its execution's first event, decoded as the
+    client decodes any payload (through the payload codec when encryption is on)."""
+    (run,) = await converter.decode(list(started.input.payloads), [AgentRunInput])
     return run
 
 
@@ -493,14 +499,14 @@ async def rewind(client: Client, run_id: str, to_step: int, out: TextIO) -> str:
     execution, steps_reached = description.run_id, None
     while True:
         history = await client.get_workflow_handle(run_id, run_id=execution).fetch_history()
-        steps_before, continued_from = execution_start(client, history)
+        steps_before, continued_from = await execution_start(client, history)
         thinks = step_thinks(history)
         if steps_reached is None:
             steps_reached = steps_before + len(thinks)
         if to_step >= steps_before or not continued_from:
             break
         execution = continued_from
-    started = started_run_input(client, history)
+    started = await started_run_input(client, history)
     first = started.forked_from.step if started.forked_from else 0  # a fork's history begins there
     if not first <= to_step < steps_reached or to_step - steps_before >= len(thinks):
         raise RunControlError(

@@ -15,9 +15,11 @@ import time
 from typing import TextIO
 
 from temporalio.client import Client
+from temporalio.converter import DataConverter
 
+from config.encryption_settings import EncryptionSettings
 from runtime.cli import cli_runtime
-from runtime.connection import DEFAULT_ADDRESS, address_is_explicit, connect, connect_config
+from runtime.connection import DEFAULT_ADDRESS, address_is_explicit, connect, connect_config, data_converter
 from runtime.connection import port_answers
 from runtime.embedded_server import configured_ui_port, data_dir, start_embedded_server
 from runtime.server_start import wait_until_answering
@@ -52,36 +54,41 @@ FOREIGN_HINT = (
 )
 
 
-async def start_and_connect(out: TextIO) -> Client:
-    """Start the embedded server, and say so once it answers (never before)."""
+async def start_and_connect(out: TextIO, converter: DataConverter, encryption: EncryptionSettings) -> Client:
+    """Start the embedded server, and say so once it answers (never before).
+    With encryption on, its Web UI is pointed at the codec server."""
     print(starting_line(data_dir()), file=out, flush=True)
     began = time.monotonic()
-    start = start_embedded_server()
+    start = start_embedded_server(ui_codec_endpoint=encryption.codec_endpoint if encryption.enabled else None)
     await wait_until_answering(start, DEFAULT_ADDRESS, NEW_SERVER_WAIT)
-    client = await connect(wait_seconds=max(1.0, NEW_SERVER_WAIT - (time.monotonic() - began)), runtime=cli_runtime())
+    client = await connect(
+        converter, wait_seconds=max(1.0, NEW_SERVER_WAIT - (time.monotonic() - began)), runtime=cli_runtime()
+    )
     print(started_line(start.directory, time.monotonic() - began), file=out, flush=True)
     return client
 
 
-async def connect_for(command: str, may_start_server: bool, out: TextIO) -> Client:
-    """A client for `command`; the embedded server is started first only when
-    `may_start_server` and it is needed."""
+async def connect_for(command: str, may_start_server: bool, out: TextIO, encryption: EncryptionSettings) -> Client:
+    """A client for `command`, with the data converter of `encryption` (its
+    key file read first, so a bad one starts nothing); the embedded server is
+    started first only when `may_start_server` and it is needed."""
+    converter = data_converter(encryption)
     if embedded_server_missing():
         if not may_start_server:
             raise TemporalUnreachable(
                 f"no Temporal server answers at {DEFAULT_ADDRESS} and `{command}` never starts one; {START_HINT}, "
                 "or set TEMPORAL_ADDRESS to another server"
             )
-        return await start_and_connect(out)
+        return await start_and_connect(out, converter, encryption)
     try:
-        return await connect(wait_seconds=EXISTING_SERVER_WAIT, runtime=cli_runtime())
+        return await connect(converter, wait_seconds=EXISTING_SERVER_WAIT, runtime=cli_runtime())
     except TemporalUnreachable as e:
         hint = f"; {FOREIGN_HINT}" if not address_is_explicit() else ""
         never = f"; `{command}` never starts a server" if not may_start_server else ""
         raise TemporalUnreachable(f"{e}{hint}{never}") from None
 
 
-async def start_server(out: TextIO) -> int:
+async def start_server(out: TextIO, encryption: EncryptionSettings) -> int:
     """`python starter.py server`: start the embedded server, detached, unless it already answers."""
     configured = connect_config()["target_host"]
     if address_is_explicit() and configured != DEFAULT_ADDRESS:
@@ -89,14 +96,15 @@ async def start_server(out: TextIO) -> int:
             f"the configured Temporal server is {configured} (TEMPORAL_ADDRESS or a Temporal config profile); "
             f"`server` only starts the embedded one at {DEFAULT_ADDRESS}: unset TEMPORAL_ADDRESS to use it"
         )
+    converter = data_converter(encryption)
     if port_answers(DEFAULT_ADDRESS):
         try:
-            await connect(wait_seconds=EXISTING_SERVER_WAIT, runtime=cli_runtime())
+            await connect(converter, wait_seconds=EXISTING_SERVER_WAIT, runtime=cli_runtime())
         except TemporalUnreachable as e:
             raise TemporalUnreachable(f"{e}; {FOREIGN_HINT}") from None
         print(f"a Temporal server already answers at {DEFAULT_ADDRESS}", file=out)
         return 0
-    await start_and_connect(out)
+    await start_and_connect(out, converter, encryption)
 
     print(f"It listens on {DEFAULT_ADDRESS}; stop it with: kill $(cat {data_dir()}/temporal.pid)", file=out)
     return 0

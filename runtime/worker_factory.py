@@ -78,9 +78,12 @@ def tool_sandbox(settings: Settings) -> ToolSandbox:
 def operator_files(settings: Settings) -> list[Path]:
     """Files the operator configured, which tool code must never read: the
     config files, mcp.json wherever it may be (its env and headers hold
-    tokens), and Temporal's config file and TLS client files."""
+    tokens), the payload key file (it opens every run's history), and
+    Temporal's config file and TLS client files."""
     configs = [p for p in (settings.config_file, DEFAULT_CONFIG_PATH) if p is not None]
     hidden = configs + [p.parent / MCP_FILE_NAME for p in configs]
+    if settings.encryption.key_path is not None:
+        hidden.append(settings.encryption.key_path)
     if os.environ.get(MCP_CONFIG_VARIABLE):
         hidden.append(Path(os.environ[MCP_CONFIG_VARIABLE]).expanduser())
     hidden += [Path(os.environ[name]) for name in SECRET_FILE_VARIABLES if os.environ.get(name)]

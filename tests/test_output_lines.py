@@ -56,7 +56,7 @@ async def test_step_lines_say_the_step_limit_when_the_result_came_before_any_sta
     handle = await start(time_skipping_env, settings, profile=PROFILE)
     result = await handle.result()
     out = io.StringIO()
-    progress = AgentProgress(handle, out, interactive=False)
+    progress = AgentProgress(handle, out, interactive=False, converter=time_skipping_env.client.data_converter)
     done = progress.finish(result)  # no poll first: as when the run ended before the first status answer
     if inspect.isawaitable(done):
         await done

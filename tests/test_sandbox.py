@@ -524,7 +524,7 @@ print(json.dumps({"found": found, "listed": listed}))
 async def test_nothing_the_operator_configured_is_readable_by_tool_code(tmp_path, monkeypatch):
     """Tool code walks the whole filesystem it sees and reads every small file:
     no config file, mcp.json (beside the config or named by the variable),
-    TLS key, server data or repository file of the worker's is among them,
+    payload key file, TLS key, server data or repository file of the worker's is among them,
     even when the operator keeps them inside a directory tools see (/etc)."""
     import uuid
 
@@ -538,7 +538,11 @@ async def test_nothing_the_operator_configured_is_readable_by_tool_code(tmp_path
     since = time.time() - 1
     etc = Path("/etc") / f"durable-manus-test-{uuid.uuid4().hex[:8]}"
     files = {
-        "config.toml": f'[llm]\napi_key = "{marker}-config"\n[tools]\nsandbox = "auto"\n',
+        "config.toml": (
+            f'[llm]\napi_key = "{marker}-config"\n[tools]\nsandbox = "auto"\n'
+            f'[encryption]\nkey_file = "{etc}/keys/payload.json"\n'
+        ),
+        "keys/payload.json": json.dumps({"current": "k1", "keys": {"k1": f"{marker}-payload-key"}}),
         "mcp.json": json.dumps({"mcpServers": {"a": {"command": "true", "env": {"TOKEN": f"{marker}-beside"}}}}),
         "other/mcp.json": json.dumps(
             {"mcpServers": {"b": {"url": "https://mcp.example/mcp", "headers": {"Authorization": f"Bearer {marker}"}}}}

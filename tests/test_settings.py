@@ -250,6 +250,8 @@ BAD_VALUES = {
     "DURABLE_MANUS_WORKER_IDLE_EXIT": "-1",
     "DURABLE_MANUS_UI_PORT": "70000",
     "DURABLE_MANUS_TEMPORAL_CLI": "/usr/bin/\ntemporal",
+    "DURABLE_MANUS_ENCRYPTION_KEY_FILE": "/keys\n.json",
+    "DURABLE_MANUS_CODEC_TOKEN": "too-short-a-token",
 }
 """A value each variable refuses."""
 

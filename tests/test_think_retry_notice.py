@@ -13,6 +13,7 @@ from temporalio.api.common.v1 import ActivityType
 from temporalio.api.failure.v1 import Failure
 from temporalio.api.workflow.v1 import PendingActivityInfo
 from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionResponse
+from temporalio.contrib.pydantic import pydantic_data_converter
 
 from agent_model.profiles import AgentProfile
 from agent_model.run import AgentRunInput, AgentRunResult
@@ -40,27 +41,28 @@ def think(attempt: int, failure: str | None) -> PendingActivityInfo:
     return info
 
 
-def test_a_retried_think_is_one_line_with_its_last_failure():
+async def test_a_retried_think_is_one_line_with_its_last_failure():
     failure = "cannot reach the LLM endpoint at 127.0.0.1:9 (attempt 2): Connection refused\n(more)"
-    assert retrying_think(described(think(3, failure))) == (
+    assert await retrying_think(described(think(3, failure)), pydantic_data_converter) == (
         3, "think is being retried (attempt 3): cannot reach the LLM endpoint at 127.0.0.1:9 (attempt 2): "
         "Connection refused (more)",
     )
 
 
-def test_a_first_attempt_or_another_activity_is_not_a_retry():
-    assert retrying_think(described(think(1, None))) is None
+async def test_a_first_attempt_or_another_activity_is_not_a_retry():
+    assert await retrying_think(described(think(1, None)), pydantic_data_converter) is None
     other = PendingActivityInfo(activity_type=ActivityType(name="python_execute"), attempt=4)
     other.last_failure.CopyFrom(Failure(message="boom"))
-    assert retrying_think(described(other)) is None
+    assert await retrying_think(described(other), pydantic_data_converter) is None
 
 
-def test_each_attempt_is_told_once_per_run():
+async def test_each_attempt_is_told_once_per_run():
     notices = RetryNotices()
-    assert notices.line("r1", described(think(2, "503"))) is not None
-    assert notices.line("r1", described(think(2, "503"))) is None
-    assert notices.line("r2", described(think(2, "503"))) is not None
-    assert notices.line("r1", described(think(3, "503"))) is not None
+    converter = pydantic_data_converter
+    assert await notices.line("r1", described(think(2, "503")), converter) is not None
+    assert await notices.line("r1", described(think(2, "503")), converter) is None
+    assert await notices.line("r2", described(think(2, "503")), converter) is not None
+    assert await notices.line("r1", described(think(3, "503")), converter) is not None
 
 
 async def no_stall(run_id: str, waited: float) -> None:
