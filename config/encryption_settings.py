@@ -77,3 +77,8 @@ class EncryptionSettings(BaseModel):
     def codec_endpoint(self) -> str:
         """What the Web UI and `temporal --codec-endpoint` are pointed at (runtime/codec_server.py)."""
         return f"http://127.0.0.1:{self.codec_port}{CODEC_PATH}"
+
+    @property
+    def ui_codec_endpoint(self) -> str | None:
+        """The codec endpoint the embedded server's Web UI is started with: none when encryption is off."""
+        return self.codec_endpoint if self.enabled else None

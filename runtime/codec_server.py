@@ -48,7 +48,7 @@ from config.encryption_settings import CODEC_PATH
 from config.settings import Settings
 from runtime import token_file
 from runtime.embedded_server import configured_ui_port, data_dir
-from runtime.http_exchange import HEAD_BYTES, BadRequest, Request, read_request, write_response
+from runtime.http_exchange import HEAD_BYTES, BadRequest, Request, discard_body, read_request, write_response
 from runtime.user_errors import UsageError
 
 HOST = "127.0.0.1"
@@ -132,6 +132,9 @@ class CodecServer:
                 await self._route(request, writer, cors)
             except BadRequest as e:
                 await self._error(writer, e.status, e.reason, cors)
+                if e.status == HTTPStatus.REQUEST_ENTITY_TOO_LARGE:
+                    writer.write_eof()
+                    await discard_body(reader, 2 * MAX_BODY_BYTES)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away; nothing to answer
         finally:

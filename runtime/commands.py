@@ -33,7 +33,7 @@ from runtime.run_start import (
 )
 from runtime.server_choice import connect_for, embedded_server_missing, start_server
 from runtime.terminal_text import inert, print_ending
-from runtime.user_errors import USER_ERRORS, RunEnded, UsageError
+from runtime.user_errors import USER_ERRORS, RunEnded, UsageError, encrypted_without_key
 
 
 @dataclass
@@ -240,6 +240,12 @@ def run_command(command: Command) -> int:
             )
             return EXIT_SERVER_LOST
         print(f"starter: Temporal refused the request: {inert(e.message)}", file=sys.stderr)
+        return 2
+    except KeyError as e:
+        refusal = encrypted_without_key(e)
+        if refusal is None:
+            raise
+        print(f"starter: {refusal}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         if following is None:

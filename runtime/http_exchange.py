@@ -85,6 +85,23 @@ async def read_request(reader: asyncio.StreamReader) -> Request:
     return Request(method=method, path=target.split("?", 1)[0], headers=headers, reader=reader)
 
 
+DISCARD_SECONDS = 5.0
+"""How long a refused body is read and dropped, so its sender can read the refusal."""
+
+
+async def discard_body(reader: asyncio.StreamReader, limit: int) -> None:
+    """Read and drop what the client still sends, up to `limit` bytes or
+    DISCARD_SECONDS: a body refused unread (413) would otherwise meet a closed
+    socket, and the sender see a reset instead of the answer."""
+    left = limit
+    try:
+        async with asyncio.timeout(DISCARD_SECONDS):
+            while left > 0 and (chunk := await reader.read(min(left, 1 << 16))):
+                left -= len(chunk)
+    except (TimeoutError, ConnectionError):
+        pass
+
+
 async def write_response(
     writer: asyncio.StreamWriter,
     status: HTTPStatus,

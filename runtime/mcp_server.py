@@ -56,7 +56,7 @@ from runtime.run_start import (
     check_task_fits, flow_llms, report_worker_for_detached, run_budget, run_llms, start_agent_run, start_planning_flow,
 )
 from runtime.server_choice import connect_for
-from runtime.user_errors import USER_ERRORS, RunControlError, RunEnded, UsageError
+from runtime.user_errors import USER_ERRORS, RunControlError, RunEnded, UsageError, encrypted_without_key
 from workflows import search_attributes
 from agent_model.approval_desk import REASON_CHARS, ApprovalAction, PendingApproval
 from runtime.approvals import deliver_decision, who_decides
@@ -140,6 +140,7 @@ class Runs:
 # ---- errors ----------------------------------------------------------------------------
 
 def failure_line(error: Exception) -> str:
+    error = encrypted_without_key(error) or error
     if isinstance(error, USER_ERRORS):
         return one_line(str(error))
     if isinstance(error, RPCError):

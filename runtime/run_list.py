@@ -26,6 +26,7 @@ from temporalio.service import RPCError
 
 from agent_model.flow import PlanningFlowResult
 from agent_model.outcome_words import Outcome, StateClass, outcome_of
+from agent_model.payload_crypto import PayloadUnreadable
 from agent_model.plan import Plan, StepStatus
 from agent_model.run import AgentRunResult, AgentStatus
 from workflows import search_attributes
@@ -34,6 +35,7 @@ from workflows.planning import PlanningFlowWorkflow
 from workflows.run_failure import result_in
 from runtime.run_control import closed_state, is_flow, is_running, status_name
 from runtime.terminal_text import inert
+from runtime.user_errors import encrypted_without_key
 
 LIST_LIMIT = 20
 """Runs shown by `list`, newest first."""
@@ -136,6 +138,10 @@ async def _one_event(client: Client, run: WorkflowExecution, *, first: bool) -> 
     return response.history.events[0] if response.history.events else None
 
 
+ENCRYPTED_TASK = "(encrypted)"
+"""The task column of a run whose input this command cannot open: it lacks the key (`show` and `result` say so)."""
+
+
 async def task_of(client: Client, run: WorkflowExecution) -> str:
     """The run's task, from its first execution's input (later ones carry the
     run's state, and a continued execution has no summary)."""
@@ -147,8 +153,8 @@ async def task_of(client: Client, run: WorkflowExecution) -> str:
         return ""
     try:
         (fields,) = await client.data_converter.decode(payloads[:1], [dict])
-    except Exception:  # an input this code cannot read is a row without a task, not a failed list
-        return ""
+    except Exception as e:  # an input this code cannot read is a row without a task, not a failed list
+        return ENCRYPTED_TASK if isinstance(e, PayloadUnreadable) or encrypted_without_key(e) else ""
     task = fields.get("task") if isinstance(fields, dict) else None
     return " ".join(task.split()) if isinstance(task, str) else ""
 

@@ -59,7 +59,7 @@ async def start_and_connect(out: TextIO, converter: DataConverter, encryption: E
     With encryption on, its Web UI is pointed at the codec server."""
     print(starting_line(data_dir()), file=out, flush=True)
     began = time.monotonic()
-    start = start_embedded_server(ui_codec_endpoint=encryption.codec_endpoint if encryption.enabled else None)
+    start = start_embedded_server(ui_codec_endpoint=encryption.ui_codec_endpoint)
     await wait_until_answering(start, DEFAULT_ADDRESS, NEW_SERVER_WAIT)
     client = await connect(
         converter, wait_seconds=max(1.0, NEW_SERVER_WAIT - (time.monotonic() - began)), runtime=cli_runtime()
