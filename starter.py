@@ -12,6 +12,8 @@
     python starter.py worker                       # a worker, as `python worker.py` (same options)
     python starter.py server                       # start the embedded Temporal server, detached
     python starter.py mcp-server [--http HOST:PORT] [--with-worker]   # MCP tools for the runs (stdio by default)
+    python starter.py keygen PATH                  # a payload key file, or a new key in one ([encryption] key_file)
+    python starter.py codec-server [--port 8238]   # decode encrypted payloads for the Web UI and the temporal CLI
 
 Which command: when the first argument is exactly one of the command names,
 it is the command; anything else is a run's arguments. A task that is itself a
