@@ -21,8 +21,6 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from google.protobuf.message import DecodeError
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
@@ -66,8 +64,13 @@ class EncryptionCodec(PayloadCodec):
     """AES-256-GCM over whole payloads, with the key ring's current key."""
 
     def __init__(self, ring: KeyRing) -> None:
+        # Here, not at the top: every command imports PayloadUnreadable; only a codec needs the cipher.
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         self.ring = ring
         self._ciphers = {key_id: AESGCM(key) for key_id, key in ring.keys.items()}
+        self._refused = (InvalidTag, DecodeError)
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         return [self.encrypt(payload) for payload in payloads]
@@ -96,10 +99,9 @@ class EncryptionCodec(PayloadCodec):
         data = payload.data
         try:
             if len(data) < NONCE_BYTES + TAG_BYTES:
-                raise InvalidTag
-            inner = cipher.decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], key_id.encode())
-            return Payload.FromString(inner)
-        except (InvalidTag, DecodeError):
+                raise DecodeError("shorter than a nonce and a tag")
+            return Payload.FromString(cipher.decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], key_id.encode()))
+        except self._refused:
             raise PayloadUnreadable(
                 f"a payload encrypted with key {key_id!r} fails its integrity check: it was altered, "
                 f"or sealed by another key that carries the same id"

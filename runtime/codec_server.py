@@ -200,7 +200,7 @@ class CodecServer:
             done = await (self.codec.decode if action == "decode" else self.codec.encode)(payloads.payloads)
         except PayloadUnreadable as e:
             raise BadRequest(HTTPStatus.BAD_REQUEST, str(e)) from None
-        answer = json_format.MessageToJson(Payloads(payloads=done), indent=None).encode()
+        answer = json.dumps({"payloads": [json_format.MessageToDict(payload) for payload in done]}).encode()
         await write_response(writer, HTTPStatus.OK, answer, JSON_TYPE, {**cors, "Cache-Control": "no-store"})
 
     async def _login(self, request: Request, writer: asyncio.StreamWriter) -> None:

