@@ -42,9 +42,11 @@ def config_lines(settings: Settings) -> list[str]:
     if profiles:
         llm += f", profiles {profiles}"
     servers = ", ".join(sorted(settings.mcp_servers)) or "none"
+    key_file = settings.encryption.key_path
+    payloads = f"payloads encrypted (key file {key_file})" if key_file else "payloads not encrypted"
     enables = (
         f"config enables: {llm}; web_search {' > '.join(settings.search.chain)}; tools sandbox {settings.tool_sandbox}, "
-        f"network {settings.tool_network}; approval {settings.approval.mode.value}; MCP servers: {servers}"
+        f"network {settings.tool_network}; approval {settings.approval.mode.value}; MCP servers: {servers}; {payloads}"
     )
     return [read, enables]
 
@@ -58,7 +60,9 @@ class ConfigWatch:
 
     @classmethod
     def of(cls, settings: Settings) -> ConfigWatch:
-        paths = [path for path in (settings.config_file, mcp_file(settings)) if path is not None]
+        """The config file, mcp.json, and the payload key file (a rotation reaches a worker when it restarts)."""
+        files = (settings.config_file, mcp_file(settings), settings.encryption.key_path)
+        paths = [path for path in files if path is not None]
         return cls({path: _mtime(path) for path in paths})
 
     def changed(self) -> list[Path]:

@@ -71,7 +71,7 @@ def test_the_lines_name_the_files_and_what_they_enable_never_a_key_or_password(t
     read, enables = config_lines(load_settings(config, env={}))
     assert read == f"config: {config}; MCP servers: {mcp}"
     assert enables.startswith("config enables: LLM m-test at 127.0.0.1:8000 (openai), profiles vision; web_search ")
-    assert enables.endswith("MCP servers: files")
+    assert enables.endswith("MCP servers: files; payloads not encrypted")
     assert "sk-secret-42" not in read + enables and "pw" not in read + enables
 
 
@@ -118,3 +118,17 @@ async def test_a_changed_config_file_is_told_once_with_what_to_do(tmp_path):
         watching.cancel()
     assert said == [changed_line(config)]
     assert "restart the worker" in said[0]
+
+
+async def test_a_rotated_key_file_is_told_like_a_changed_config_file(tmp_path):
+    from config.key_file import add_new_key
+
+    keys = tmp_path / "keys.json"
+    add_new_key(keys)
+    settings = load_settings(env={"DURABLE_MANUS_CONFIG": "", "DURABLE_MANUS_ENCRYPTION_KEY_FILE": str(keys)})
+    assert config_lines(settings)[1].endswith(f"payloads encrypted (key file {keys})")
+    watch = ConfigWatch.of(settings)
+    stat = keys.stat()
+    add_new_key(keys)  # keygen again: a new current key
+    os.utime(keys, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    assert keys in watch.changed() and watch.changed() == []

@@ -29,7 +29,7 @@ from runtime.connection import data_converter
 from runtime.worker_factory import build_worker
 from testkit.cli import cli_environment
 from testkit.e2e import child_env, server_address, wait_until
-from testkit.fake_openai import Reply, call, python, terminate
+from testkit.fake_openai import ErrorReply, Reply, call, python, terminate
 from testkit.servers import start_dev_server
 from testkit.settings import make_settings
 from workflows.agent import AgentWorkflow
@@ -284,3 +284,28 @@ async def test_the_mcp_server_and_its_worker_encrypt_with_the_key_file(dev_env, 
     assert len(sealed) > 5
     raw = b"".join(event.SerializeToString() for event in history.events)
     assert not [word for word in markers.all().values() if word.encode() in raw]
+
+
+async def test_a_failure_s_message_reaches_the_workflow_and_the_reader_but_not_the_server(dev_env, fake_llm, tmp_path):
+    """encode_common_attributes: a failure's message and stack trace travel in
+    an encrypted payload; the workflow still words its note from it, and the
+    reader gets it back."""
+    from temporalio.client import WorkflowFailureError
+
+    marker = f"rejected-marker-{uuid.uuid4().hex[:8]}"
+    client = client_for(dev_env, key_settings(tmp_path))
+    settings = make_settings(fake_llm.base_url, tmp_path / "workspace")
+    fake_llm.turns = [ErrorReply(400, message=marker)]  # the model refuses the request: the run cannot go on
+    async with build_worker(client, settings):
+        handle = await client.start_workflow(
+            AgentWorkflow.run, AgentRunInput(task="fail", profile=PROFILE), id=f"sealed-fail-{uuid.uuid4().hex[:6]}",
+            task_queue=settings.task_queue,
+        )
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+    assert marker in str(failed.value.cause) and "LLMRequestRejected" in str(failed.value.cause)
+    history = await handle.fetch_history()
+    failures = [e for e in history.events if e.HasField("workflow_execution_failed_event_attributes")]
+    assert [e.workflow_execution_failed_event_attributes.failure.message for e in failures] == ["Encoded failure"]
+    raw = b"".join(event.SerializeToString() for event in history.events)
+    assert marker.encode() not in raw
