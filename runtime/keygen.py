@@ -23,8 +23,9 @@ def keygen(path: str, out: TextIO) -> int:
         )
     else:
         print(
-            f"added payload key {ring.current} to {where}, now the one that encrypts; {', '.join(older)} kept, so "
-            "what they encrypted stays readable; restart the workers, starters and MCP servers using the file",
+            f"added payload key {ring.current} to {where}, now the one that encrypts; older keys kept "
+            f"({', '.join(older)}), so what they sealed stays readable; restart the workers, starters, MCP servers "
+            "and codec server using the file",
             file=out,
         )
     return 0

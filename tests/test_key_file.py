@@ -48,7 +48,7 @@ def test_keygen_again_rotates_keeping_the_old_keys(cli, tmp_path):
     assert keys_in(path)["k1"] == first["k1"] and keys_in(path)["k2"] != first["k1"]
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert all(key not in rotated.stdout for key in keys_in(path).values())
-    assert "k2" in rotated.stdout and "k1 kept" in rotated.stdout
+    assert "k2" in rotated.stdout and "older keys kept (k1)" in rotated.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keys.json"]  # no draft left behind
 
 
