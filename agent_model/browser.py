@@ -25,6 +25,15 @@ MAX_TABS = 8
 MAX_WAIT_SECONDS = 30
 MAX_SCROLL_PIXELS = 100_000
 MAX_TITLE_CHARS = 200
+SCREENSHOT_DIR = "browser"
+"""Under the run's directory: the screenshot taken after each browser action."""
+
+
+def screenshot_name(step: int, call_index: int) -> str:
+    """The file name of the screenshot after the call at `call_index` (from 0)
+    of step `step`'s reply; the run page finds a step's screenshots by it."""
+    return f"step-{step:04d}-{call_index + 1}.jpg"
+
 
 ACTIONS: dict[str, tuple[str, ...]] = {
     "go_to_url": ("url",),

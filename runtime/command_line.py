@@ -24,6 +24,9 @@ from config.mcp_config import is_http_url
 from runtime.user_errors import UsageError
 from runtime.worker_options import add_worker_arguments
 
+RUN_PAGE_PORT = 8239
+"""`ui`'s port unless --port names another."""
+
 # ---- the commands --------------------------------------------------------------------
 
 
@@ -251,15 +254,26 @@ class CodecServe:
     config: str | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class RunPage:
+    """Serve the run page (runtime/run_page/): runs, transcripts, live steps, answers and approvals."""
+
+    name: ClassVar[str] = "ui"
+    port: int = RUN_PAGE_PORT
+    host: str = "127.0.0.1"
+    worker: str = "auto"
+    config: str | None = None
+
+
 Command = (
     Run | Attach | ListRuns | Show | Result | Answer | Approve | Reject | Cancel | Rewind | Fork | ServeWorker
-    | StartServer | McpServe | Chat | Keygen | CodecServe
+    | StartServer | McpServe | Chat | Keygen | CodecServe | RunPage
 )
 COMMANDS = {
     c.name: c
     for c in (
         Run, Attach, ListRuns, Show, Result, Answer, Approve, Reject, Cancel, Rewind, Fork, ServeWorker, StartServer,
-        McpServe, Chat, Keygen, CodecServe,
+        McpServe, Chat, Keygen, CodecServe, RunPage,
     )
 }
 COMMANDS["mcp"] = Run
@@ -465,6 +479,16 @@ def build_parser() -> Parser:
     add_mcp_run_options(commands.add_parser(
         "mcp", help="run the mcp agent with MCP servers: configured ones, or one given by command or URL (as run_mcp.py)"
     ))
+    ui = commands.add_parser(
+        "ui", help="serve the run page: runs, transcripts, live steps, answers, approvals (docs/run-page.md)"
+    )
+    ui.add_argument("--port", type=int, default=RUN_PAGE_PORT, metavar="N", help=f"port to listen on (default {RUN_PAGE_PORT})")
+    ui.add_argument(
+        "--host", default="127.0.0.1", metavar="HOST",
+        help="address to listen on (default 127.0.0.1; every request needs the page's token, whatever the address)",
+    )
+    add_worker_mode(ui)
+    add_config(ui)
     return parser
 
 
@@ -613,6 +637,10 @@ def parse_command(argv: Sequence[str]) -> Command:
         raise UsageError("the key file's path is empty; usage: python starter.py keygen PATH")
     if isinstance(command, CodecServe) and command.port is not None and not 0 < command.port < 65536:
         raise UsageError("--port must be from 1 to 65535")
+    if isinstance(command, RunPage) and not 0 < command.port < 65536:
+        raise UsageError(f"--port must be from 1 to 65535, not {command.port}")
+    if isinstance(command, RunPage) and not command.host.strip():
+        raise UsageError("--host is empty")
     if isinstance(command, McpServe) and command.show_token and command.http is None:
         raise UsageError("--show-token goes with --http (over stdio no token is needed)")
     return command

@@ -21,7 +21,7 @@ from runtime import approvals, fork, run_control, run_list
 from agent_model.approval_desk import ApprovalAction
 from runtime.command_line import (
     FOLLOWS_A_RUN, Answer, Approve, Attach, Cancel, Chat, CodecServe, Command, Fork, Keygen, ListRuns, McpServe, Reject,
-    Result, Rewind, Run, ServeWorker, Show, StartServer,
+    Result, Rewind, Run, RunPage, ServeWorker, Show, StartServer,
 )
 from runtime.connection import connect_config, is_unreachable
 from runtime.web_ui_link import run_link
@@ -113,6 +113,10 @@ async def execute(command: Command, following: Following | None = None, out: Tex
         except ModuleNotFoundError as e:
             raise UsageError(f"mcp-server needs the MCP SDK ({e}): pip install mcp") from None
         return await mcp_server.serve(command.config, command.http, command.worker, command.show_token)
+    if isinstance(command, RunPage):
+        from runtime.run_page import serve  # here: only `ui` needs the page
+
+        return await serve.serve(command, out)
     settings = load_settings(command.config)
     if isinstance(command, FOLLOWS_A_RUN):
         for note in settings.notes:  # config keys of OpenManus's that are not used here
@@ -174,6 +178,11 @@ async def execute(command: Command, following: Following | None = None, out: Tex
         if following is not None:
             following.run_id = handle.id
         print(f"run {handle.id}\nWeb UI: {await run_link(client, handle)}", file=out, flush=True)
+        from runtime.run_page.page_link import page_link_for  # here: list and show import nothing of activities/
+
+        page = page_link_for(client, handle.id)
+        if page is not None:
+            print(f"run page: {page}", file=out, flush=True)
         if isinstance(command, Run):  # the gates a user gets without asking, said before the first call
             print(settings.approval.policy_for(command.agents[0], command.approve).summary(), file=out, flush=True)
         if detach:
@@ -248,7 +257,11 @@ def run_command(command: Command) -> int:
         print(f"starter: {refusal}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        if following is None:
+        if isinstance(command, RunPage):
+            from runtime.run_page.serve import STOPPED_LINE
+
+            print(f"\n{STOPPED_LINE}", file=sys.stderr)
+        elif following is None:
             print("\nstarter: interrupted", file=sys.stderr)
         else:
             target = following.run_id or "<run id>"

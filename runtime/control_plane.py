@@ -10,13 +10,15 @@ from activities.tools.control_plane import ControlPlane, Endpoint
 from config.settings import Settings
 from runtime.connection import DEFAULT_ADDRESS, DEFAULT_PORT, connect_config
 from runtime.embedded_server import configured_ui_port, embedded_server_ports
-from runtime.mcp_http_record import recorded_addresses
+from runtime.mcp_http_record import PAGE_RECORD_DIR, recorded_addresses
+from runtime.run_page.page_link import DEFAULT_PORT as RUN_PAGE_PORT
 from runtime.worker_options import METRICS_VARIABLE
 
 log = logging.getLogger(__name__)
 
 OWN_MCP_SERVER = "this project's MCP server (mcp-server --http)"
 OWN_CODEC_SERVER = "this project's codec server (codec-server), which decrypts payloads"
+OWN_RUN_PAGE = "this project's run page (ui)"
 
 TEMPORAL_HTTP_PORT = 7243
 """The HTTP API port of a Temporal server as deployed (the dev server's is
@@ -28,8 +30,9 @@ def control_plane(settings: Settings) -> ControlPlane:
     allow list says: every [llm.*] endpoint, the Temporal frontend (and its
     HTTP API on Temporal's usual port), the embedded server's ports, the Web
     UI ($TEMPORAL_UI_URL), the MCP servers, the worker's metrics
-    ($DURABLE_MANUS_METRICS), this machine's `mcp-server --http` servers, the
-    codec server's port ([encryption] codec_port) and [web] control_plane."""
+    ($DURABLE_MANUS_METRICS), this machine's `mcp-server --http` servers and
+    run pages (`ui`), the codec server's port ([encryption] codec_port) and
+    [web] control_plane."""
     env = os.environ
     named: list[tuple[str | None, str]] = [
         (llm.base_url, f"the LLM endpoint of [llm{'' if name == 'default' else '.' + name}]") for name, llm in settings.llm.items()
@@ -49,17 +52,20 @@ def control_plane(settings: Settings) -> ControlPlane:
         Endpoint("127.0.0.1", DEFAULT_PORT, "the embedded Temporal server's frontend"),
         Endpoint("127.0.0.1", configured_ui_port(), "the embedded Temporal server's Web UI"),
         Endpoint("127.0.0.1", settings.encryption.codec_port, OWN_CODEC_SERVER),
+        Endpoint("127.0.0.1", RUN_PAGE_PORT, "the run page's default port (ui)"),
     ]
     embedded = embedded_server_ports()
     if "http" in embedded:
         endpoints.append(Endpoint("127.0.0.1", embedded["http"], "the embedded Temporal server's HTTP API"))
     if "metrics" in embedded:
         endpoints.append(Endpoint("127.0.0.1", embedded["metrics"], "the embedded Temporal server's metrics"))
-    for host, port in recorded_addresses():
+    recorded = [(address, OWN_MCP_SERVER) for address in recorded_addresses()]
+    recorded += [(address, OWN_RUN_PAGE) for address in recorded_addresses(PAGE_RECORD_DIR)]
+    for (host, port), what in recorded:
         try:
-            endpoints.append(Endpoint.parse(f"[{host}]:{port}" if ":" in host else f"{host}:{port}", OWN_MCP_SERVER))
+            endpoints.append(Endpoint.parse(f"[{host}]:{port}" if ":" in host else f"{host}:{port}", what))
         except ValueError:
-            log.warning("control plane: a recorded MCP server address is not host:port; it is not listed")
+            log.warning("control plane: a recorded address of %s is not host:port; it is not listed", what)
     return ControlPlane(endpoints)
 
 

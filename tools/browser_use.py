@@ -33,6 +33,7 @@ from agent_model.browser import (
     BrowserResult,
     BrowserState,
     checked_action,
+    screenshot_name,
 )
 from agent_model.llm_io import ThinkRequest, ThinkResponse
 from agent_model.messages import Message, ToolChoice, user_message
@@ -169,7 +170,7 @@ async def _act(
         session=workflow.info().workflow_id,
         action=action,
         restore=browser.without_session(),
-        screenshot_name=f"step-{call.step:04d}-{call.index + 1}.jpg",
+        screenshot_name=screenshot_name(call.step, call.index),
         observe_limit=call.observe_limit,
         call_id=call.call_id,
     )

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Literal
 
 from activities.safe_files import Beneath, UnsafeFile
+from agent_model.browser import SCREENSHOT_DIR
 from activities.tools.sandbox import ToolSandbox
 
 log = logging.getLogger(__name__)
 
-SCREENSHOT_DIR = "browser"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,120}")
 
 
