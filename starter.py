@@ -14,12 +14,13 @@
     python starter.py mcp-server [--http HOST:PORT] [--with-worker]   # MCP tools for the runs (stdio by default)
     python starter.py keygen PATH                  # a payload key file, or a new key in one ([encryption] key_file)
     python starter.py codec-server [--port 8238]   # decode encrypted payloads for the Web UI and the temporal CLI
+    python starter.py ui [--port N]                # the run page in a browser (docs/run-page.md)
 
 Which command: when the first argument is exactly one of the command names,
 it is the command; anything else is a run's arguments. A task that is itself a
 command name goes after `run`: `python starter.py run list`.
 
-run, attach and rewind start the embedded Temporal server (detached, SQLite
+run, attach, rewind and ui start the embedded Temporal server (detached, SQLite
 under .data/) when TEMPORAL_ADDRESS is unset and nothing listens on
 127.0.0.1:7233. list, show, result, answer and cancel never start a server:
 with none to reach they say so in one line. With no live worker on the task

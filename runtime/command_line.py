@@ -293,7 +293,7 @@ is itself a command name goes after `run`: python starter.py run list
 Each command's own options: python starter.py COMMAND --help
 
 list, show, result, answer, approve, reject and cancel never start a Temporal server: with
-none to reach they say so in one line (exit 2). run, attach, rewind, fork and chat start
+none to reach they say so in one line (exit 2). run, attach, rewind, fork, chat and ui start
 the embedded one when TEMPORAL_ADDRESS is unset and nothing answers on
 127.0.0.1:7233; `server` starts it alone.
 

@@ -45,6 +45,7 @@ class Following:
     """The command's worker: it says what becomes of the run on Ctrl-C."""
 
 
+
 def report_flow(result: PlanningFlowResult, out) -> int:
     spent = f"{spent_text(result.usage, result.cost)}, {result.replans} replan(s)"
     print_ending(f"flow {flow_outcome(result).sentence()} ({spent})", result.note, result.summary, out)
@@ -116,7 +117,7 @@ async def execute(command: Command, following: Following | None = None, out: Tex
     if isinstance(command, RunPage):
         from runtime.run_page import serve  # here: only `ui` needs the page
 
-        return await serve.serve(command, out)
+        return await serve.serve(command, out, following)
     settings = load_settings(command.config)
     if isinstance(command, FOLLOWS_A_RUN):
         for note in settings.notes:  # config keys of OpenManus's that are not used here
@@ -229,6 +230,8 @@ EXIT_SERVER_LOST = 3
 def run_command(command: Command) -> int:
     """Carry out `command`; its exit code, every failure said in one line on stderr."""
     following = Following(command.run_id) if isinstance(command, FOLLOWS_A_RUN) else None
+    if isinstance(command, RunPage):
+        following = Following()
     try:
         # Not asyncio.run: its clean-up would wait for every task left, and an
         # in-process worker whose server is gone may never end. The process
@@ -258,9 +261,9 @@ def run_command(command: Command) -> int:
         return 2
     except KeyboardInterrupt:
         if isinstance(command, RunPage):
-            from runtime.run_page.serve import STOPPED_LINE
+            from runtime.run_page.serve import stopped_line
 
-            print(f"\n{STOPPED_LINE}", file=sys.stderr)
+            print(f"\n{stopped_line(following.worker if following else None)}", file=sys.stderr)
         elif following is None:
             print("\nstarter: interrupted", file=sys.stderr)
         else:

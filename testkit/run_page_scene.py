@@ -21,6 +21,8 @@ from testkit.run_page import Page
 TASK = "Find the colour the fixture site is about, and check it with a shell"
 QUESTION = "Which colour should I look for?"
 ANSWER = "blue"
+SIDE_TASKS = ("Summarise the release notes in three points", "Chart last year's sales from the missing file")
+"""Runs the docs' script starts beside the story, so that the list has more to show: one finishes, one gives up."""
 WAIT_MS = 60_000
 """A step of the scene may wait this long (a think, a sandboxed call, Chromium's start)."""
 VIEWPORT = {"width": 1100, "height": 900}
@@ -43,6 +45,11 @@ def scene_responder(site_url: str):
     ]
 
     def respond(body: dict, attempt: int) -> Reply:
+        task = next((m.get("content") for m in body["messages"] if m["role"] == "user"), "")
+        if isinstance(task, str) and task.startswith(SIDE_TASKS[1]):
+            return terminate("The data is not there.", status="failure")
+        if isinstance(task, str) and task.startswith(SIDE_TASKS[0]):
+            return terminate("Summary: three points.")
         turn = turn_of(body)
         return turns[turn] if turn < len(turns) else terminate("done")
 

@@ -275,3 +275,28 @@ async def test_screenshots_come_from_the_runs_directory_only(world, dev_env, set
     other = await request(page, "GET", run_path("no-such-run", "screenshot", "step-0001-1.jpg"))
     assert other.status == 404
     await asyncio.sleep(0)
+
+
+async def test_a_flows_page_shows_its_plan_and_links_its_step_runs(world, dev_env, fake_llm):
+    from tests.test_planning_flow import FlowScript, plan_reply
+
+    page = world
+    fake_llm.responder = FlowScript(
+        plan_reply("Warm up", "Ask the user"),
+        {1: [terminate("warm")], 2: [Reply(tool_calls=[call("ask_human", {"inquire": "Flow asks?"})]), terminate("ok")]},
+        summary="Summary: <all> went well.",
+    )
+    done = await act(page, "/runs", task="Plan it", kind="flow:planning", agents="manus")
+    assert done["ok"] and "planning flow (manus)" in done["line"], done
+    flow_id = done["location"].rsplit("/", 1)[1]
+    step_run = f"{flow_id}/step-2"
+    link = f'<a href="{run_path(step_run)}">{step_run}</a>'
+    shown = await until_page_shows(page, flow_id, f"working: {link}")
+    assert "[✓]</span> Warm up" in shown and "%2F" in run_path(step_run)
+    child = await until_page_shows(page, step_run, "Flow asks?")
+    assert f'step of flow <a href="{run_path(flow_id)}">{flow_id}</a>' in child
+    assert "follow-up" not in child  # a flow's step takes no follow-up
+    answered = await act(page, run_path(flow_id, "answer"), text="yes")  # the flow's working step takes it
+    assert answered["ok"] and f"of {step_run}" in answered["line"], answered
+    finished = await until_page_shows(page, flow_id, "Summary: &lt;all&gt; went well.")
+    assert "[✓]" in finished and "finished" in finished

@@ -195,3 +195,22 @@ def test_a_taken_port_is_one_line_and_exit_1(cli):
     assert done.returncode == 1, done
     (line,) = done.stderr.strip().splitlines()
     assert f"127.0.0.1:{port}" in line and "--port" in line and "Traceback" not in line
+
+
+# ---- the manual's screenshots ---------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parent.parent
+MAX_SCREENSHOT_BYTES = 300_000
+
+
+def test_the_manual_shows_the_committed_screenshots_the_script_takes():
+    import re
+
+    manual = (REPO / "docs" / "run-page.md").read_text(encoding="utf-8")
+    shown = re.findall(r"\]\(run-page/([\w-]+\.png)\)", manual)
+    scene = (REPO / "testkit" / "run_page_scene.py").read_text(encoding="utf-8")
+    taken = [f"{name}.png" for name in re.findall(r'await shoot\(tab, "([\w-]+)"\)', scene)]
+    assert sorted(shown) == sorted(taken) and len(taken) == 5
+    for name in taken:
+        data = (REPO / "docs" / "run-page" / name).read_bytes()
+        assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) <= MAX_SCREENSHOT_BYTES, name

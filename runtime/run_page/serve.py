@@ -13,18 +13,28 @@ import asyncio
 import contextlib
 import socket
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 from config.settings import load_settings
 from runtime.command_line import RunPage
-from runtime.in_process_worker import InProcessWorker, refuse_unrunnable_worker
+from runtime.in_process_worker import InProcessWorker, refuse_unrunnable_worker, worker_command
 from runtime.run_page.app import RunPageApp
 from runtime.run_page.guard import LOOPBACK_HOSTS, Guard, url_host
 from runtime.run_page.http_server import HttpServer
 from runtime.run_page.page_link import page_recorded
 from runtime.server_choice import connect_for, embedded_server_missing
 
-STOPPED_LINE = "ui: the run page stopped; the runs go on in their workers"
+STOPPED_LINE = "ui: the run page stopped; the runs go on"
+
+
+def stopped_line(worker: InProcessWorker | None) -> str:
+    """What Ctrl-C leaves behind: the runs, and a worker unless it ran in this process."""
+    if worker is not None and worker.running:
+        return (
+            "ui: the run page stopped, and with it this process's worker (--worker always): open runs wait "
+            f"for a worker (start one with: {worker_command(worker.settings)})"
+        )
+    return STOPPED_LINE
 
 
 class PortTaken(Exception):
@@ -49,7 +59,9 @@ def check_can_listen(host: str, port: int) -> None:
         raise PortTaken(taken_line(host, port, e)) from None
 
 
-async def serve(command: RunPage, out: TextIO | None = None) -> int:
+async def serve(command: RunPage, out: TextIO | None = None, following: Any = None) -> int:
+    """Serve until cancelled (Ctrl-C); `following` (runtime/commands.py Following) is
+    given this command's worker, for the line Ctrl-C prints."""
     out = out or sys.stdout
     try:
         check_can_listen(command.host, command.port)
@@ -61,6 +73,8 @@ async def serve(command: RunPage, out: TextIO | None = None) -> int:
     client = await connect_for(command.name, True, out)
     async with contextlib.AsyncExitStack() as stack:
         worker = InProcessWorker(client, settings, stack, out)
+        if following is not None:
+            following.worker = worker
         await worker.prepare(command.worker)
         guard = Guard(command.host, command.port)
         app = RunPageApp(client, settings, guard, worker.start_unless_answered)
