@@ -300,3 +300,30 @@ async def test_a_flows_page_shows_its_plan_and_links_its_step_runs(world, dev_en
     assert answered["ok"] and f"of {step_run}" in answered["line"], answered
     finished = await until_page_shows(page, flow_id, "Summary: &lt;all&gt; went well.")
     assert "[✓]" in finished and "finished" in finished
+
+
+async def test_think_events_from_the_token_source_reach_the_stream_inert(world, monkeypatch):
+    """The plug (runtime/run_page/think_tokens.py SOURCE) as the live feed will
+    fill it: what it yields for the run's directory is on the stream, as JSON
+    text the script writes as text."""
+    from types import SimpleNamespace
+
+    from runtime.run_page import think_tokens
+
+    page = world
+    run_id = await start(page, "Wait for me, tokens")
+    await until_page_shows(page, run_id, "Shall I go on?")
+    asked = []
+
+    async def follow_think(root: Path, run_dir: str, step: int | None):
+        asked.append(run_dir)
+        for kind, text in (("think_started", ""), ("token", "<b>Hel\x1b[2Jlo</b>"), ("think_ended", "")):
+            yield SimpleNamespace(run_id=run_id, step=2, kind=kind, text=text, channel="content", at=0.0)
+        await asyncio.Event().wait()  # a live feed stays open
+
+    monkeypatch.setattr(think_tokens, "SOURCE", follow_think)
+    seen = await events(page, run_path(run_id, "events"), lambda seen: [n for n, _ in seen].count("token") == 3)
+    tokens = [json.loads(d) for n, d in seen if n == "token"]
+    assert [t["kind"] for t in tokens] == ["think_started", "token", "think_ended"]
+    assert tokens[1]["text"] == "<b>Hello</b>" and asked == [workspace_name_for(run_id)]
+    await act(page, run_path(run_id, "cancel"))

@@ -214,3 +214,27 @@ def test_the_manual_shows_the_committed_screenshots_the_script_takes():
     for name in taken:
         data = (REPO / "docs" / "run-page" / name).read_bytes()
         assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) <= MAX_SCREENSHOT_BYTES, name
+
+
+# ---- the think tokens' plug ----------------------------------------------------------------
+
+
+async def test_without_a_token_source_the_page_gets_no_tokens_and_with_one_each_is_bounded(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from runtime.run_page import think_tokens
+
+    assert think_tokens.SOURCE is None  # until runtime/live_feed.follow_think is wired in: no tokens, none made up
+    assert [e async for e in think_tokens.think_events(tmp_path, "run-a")] == []
+    asked = []
+
+    async def follow_think(root: Path, run_dir: str, step: int | None):
+        asked.append((root, run_dir, step))
+        for kind, text in (("think_started", ""), ("token", "x" * 10_000), ("bogus", "?"), ("think_ended", "")):
+            yield SimpleNamespace(run_id="r", step=3, kind=kind, text=text, channel="content", at=0.0)
+
+    monkeypatch.setattr(think_tokens, "SOURCE", follow_think)
+    events = [e async for e in think_tokens.think_events(tmp_path, "run-a", 3)]
+    assert asked == [(tmp_path, "run-a", 3)]
+    assert [e.kind for e in events] == ["think_started", "token", "think_ended"]
+    assert len(events[1].text) == think_tokens.TOKEN_TEXT_LIMIT and events[1].step == 3

@@ -22,7 +22,7 @@ from typing import Any
 TOKEN_TEXT_LIMIT = 4096
 """Characters of one token event passed on (a model's token is a few)."""
 
-TokenSource = Callable[[Path, str, "int | None"], AsyncIterator[Any]]
+TokenSource = Callable[[Path, str, int | None], AsyncIterator[Any]]
 """follow_think's shape: (workspace root, the run's directory name, the step or None for any) -> events."""
 
 SOURCE: TokenSource | None = None
