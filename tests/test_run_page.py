@@ -296,6 +296,8 @@ async def test_a_flows_page_shows_its_plan_and_links_its_step_runs(world, dev_en
     child = await until_page_shows(page, step_run, "Flow asks?")
     assert f'step of flow <a href="{run_path(flow_id)}">{flow_id}</a>' in child
     assert "follow-up" not in child  # a flow's step takes no follow-up
+    asking = await until_page_shows(page, flow_id, "Flow asks?")  # the flow's page has its step's question
+    assert f"(of {link})" in asking and "waits for an answer" in asking
     answered = await act(page, run_path(flow_id, "answer"), text="yes")  # the flow's working step takes it
     assert answered["ok"] and f"of {step_run}" in answered["line"], answered
     finished = await until_page_shows(page, flow_id, "Summary: &lt;all&gt; went well.")

@@ -196,6 +196,9 @@ class HttpServer:
                 await self._exchange(reader, writer)
         except (ConnectionError, asyncio.TimeoutError, asyncio.IncompleteReadError):
             pass  # the client went, or was too slow: nothing to tell it
+        except asyncio.CancelledError:
+            # The server closes: end quietly (Python 3.11's streams log a handler that ends cancelled).
+            pass
         finally:
             self._connections.discard(task)
             writer.close()
@@ -231,6 +234,7 @@ class HttpServer:
         stream = response.stream
         # A client that closes its side ends the stream at once, not at the next write.
         gone = asyncio.ensure_future(reader.read(1) if reader is not None else asyncio.Event().wait())
+        following: asyncio.Future | None = None
         try:
             async with asyncio.timeout(WRITE_TIMEOUT):
                 await writer.drain()
@@ -239,9 +243,6 @@ class HttpServer:
                 following = asyncio.ensure_future(anext(chunks))
                 done, _ = await asyncio.wait({following, gone}, return_when=asyncio.FIRST_COMPLETED)
                 if following not in done:
-                    following.cancel()
-                    with contextlib.suppress(BaseException):
-                        await following
                     return
                 try:
                     chunk = following.result()
@@ -251,7 +252,13 @@ class HttpServer:
                 async with asyncio.timeout(WRITE_TIMEOUT):
                     await writer.drain()
         finally:
-            gone.cancel()
+            for pending in (following, gone):
+                if pending is not None and not pending.done():
+                    pending.cancel()
+                    with contextlib.suppress(BaseException):
+                        await pending
+                elif pending is not None and not pending.cancelled():
+                    pending.exception()  # retrieved: an ended stream's StopAsyncIteration is no error
             closer = getattr(stream, "aclose", None)
             if closer is not None:
                 with contextlib.suppress(Exception):

@@ -214,7 +214,7 @@ def status_panel(view) -> str:
 
 def progress(view) -> str:
     status, result = view.status, view.result
-    if status is not None:
+    if status is not None and not view.is_flow:
         return f" · step {status.step}/{status.max_steps} · {spent_text(status.usage, status.cost)}"
     if isinstance(result, AgentRunResult):
         return f" · {result.steps_taken} step(s) · {spent_text(result.usage, result.cost)}"
@@ -250,14 +250,14 @@ def actions(view) -> str:
     if status is not None and status.pending_question is not None:
         question = status.pending_question
         blocks.append(form(run_id, "answer", (
-            f'<p class="question">? {esc(question.text)}</p>'
+            f'<p class="question">? {esc(question.text)}{asked_by(view)}</p>'
             '<label class="wide">your answer <textarea name="text" rows="2" maxlength="100000" required></textarea></label>'
             '<button type="submit">answer</button>'
         ), "question-form"))
     if status is not None and status.pending_approval is not None:
         waiting = status.pending_approval
         blocks.append(form(run_id, "decide", (
-            f'<p class="approval">call {esc(waiting.id)} waits for approval ({esc(waiting.reason)}): '
+            f'<p class="approval">call {esc(waiting.id)}{asked_by(view)} waits for approval ({esc(waiting.reason)}): '
             f"<code>{esc(waiting.tool)}</code></p><pre class=\"arguments\">{esc(pretty_arguments(waiting.arguments))}</pre>"
             + hidden("call", waiting.id)
             + '<label class="wide">reason (to reject) <input name="reason" maxlength="2000"></label>'
@@ -265,6 +265,13 @@ def actions(view) -> str:
             '<button type="submit" name="decision" value="reject" class="danger">reject</button>'
         ), "approval-form"))
     return f'<div class="actions">{"".join(blocks)}</div>'
+
+
+def asked_by(view) -> str:
+    """On a flow's page: which step run the question or the call is its."""
+    if not view.is_flow or not view.working_step:
+        return ""
+    return f' <span class="asked-by">(of <a href="{esc(run_url(view.working_step))}">{esc(view.working_step)}</a>)</span>'
 
 
 def more_actions(view) -> str:

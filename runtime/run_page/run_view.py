@@ -43,6 +43,7 @@ class RunView:
     older_left_out: int = 0
     turns: list[TurnRecord] = field(default_factory=list)
     status: AgentStatus | None = None
+    """An agent run's status; a flow's: its working step's (what it waits for is the flow's)."""
     plan: Plan | None = None
     result: AgentRunResult | PlanningFlowResult | None = None
     ended_line: str | None = None
@@ -128,6 +129,16 @@ async def status_of(client: Client, run_id: str) -> AgentStatus:
     return await answered(handle.query(AgentWorkflow.status, rpc_timeout=QUERY_TIMEOUT))
 
 
+async def working_status(client: Client, step_run: str | None) -> AgentStatus | None:
+    """A flow's working step's status, if a worker gives it."""
+    if step_run is None:
+        return None
+    try:
+        return await status_of(client, step_run)
+    except RunControlError:
+        return None
+
+
 async def plan_of(client: Client, run_id: str) -> Plan:
     return await answered(client.get_workflow_handle(run_id).query("plan", result_type=Plan, rpc_timeout=QUERY_TIMEOUT))
 
@@ -163,6 +174,7 @@ async def _fill(client: Client, view: RunView, since: int) -> None:
         elif view.running:
             view.plan = await plan_of(client, run_id)
             view.working_step = run_control.working_step(view.plan)
+            view.status = await working_status(client, view.working_step)
         return
     if isinstance(view.result, AgentRunResult):
         view.records = [r for r in view.result.steps if r.step > since]
@@ -207,7 +219,8 @@ async def live_state(client: Client, run_id: str, flow: bool, since: int) -> Liv
     if flow:
         if not running:
             return LiveState(False, None, None, [])
-        return LiveState(True, None, await plan_of(client, run_id), [])
+        plan = await plan_of(client, run_id)
+        return LiveState(True, await working_status(client, run_control.working_step(plan)), plan, [])
     if not running:
         return LiveState(False, None, None, [])
     records = await steps_of(client, run_id, since)
