@@ -70,7 +70,7 @@ async def serve(command: RunPage, out: TextIO | None = None, following: Any = No
         return 1
     settings = load_settings(command.config)
     refuse_unrunnable_worker(settings, command.worker, embedded_server_missing())
-    client = await connect_for(command.name, True, out)
+    client = await connect_for(command.name, True, out, settings.encryption)
     async with contextlib.AsyncExitStack() as stack:
         worker = InProcessWorker(client, settings, stack, out)
         if following is not None:
