@@ -27,6 +27,7 @@ from config.environment import origins_in
 from config.llm_settings import LLMSettings, llm_where, parse_llm
 from config.openmanus_sections import OPENMANUS_KEYS, OWN_SECTIONS, openmanus_sections
 from config.session_settings import SessionSettings
+from config.telemetry_settings import TelemetrySettings
 from config.validation import validated
 from config.web_settings import KEYED_ENGINES, SearchSettings, WebSettings
 from config.worker_settings import ToolsSection, WorkerSection, WorkspaceSection
@@ -99,6 +100,8 @@ class Settings(BaseModel):
     """`[session]`: the terms of the runs `chat` starts (config/session_settings.py)."""
     encryption: EncryptionSettings = Field(default_factory=EncryptionSettings)
     """`[encryption]`: the payload key file, opt-in (config/encryption_settings.py)."""
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    """`[telemetry]`: OpenTelemetry tracing, off unless an endpoint is set (config/telemetry_settings.py)."""
     server_wait_seconds: float = DEFAULT_SERVER_WAIT
     """How long a starter that follows a run waits for a Temporal server that
     stopped answering before it gives up (exit 3; the run is safe)."""
@@ -203,6 +206,9 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     encryption = validated(
         EncryptionSettings, source, "[encryption]", data.get("encryption", {}), origins_in(origins, "encryption")
     )
+    telemetry = validated(
+        TelemetrySettings, source, "[telemetry]", data.get("telemetry", {}), origins_in(origins, "telemetry")
+    )
     server_wait = environment.read(env, "DURABLE_MANUS_SERVER_WAIT")
     pickup_wait = environment.read(env, "DURABLE_MANUS_PICKUP_WAIT")
     for own in (
@@ -232,6 +238,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         budget=budget,
         session=session,
         encryption=encryption,
+        telemetry=telemetry,
         server_wait_seconds=DEFAULT_SERVER_WAIT if server_wait is None else server_wait,
         pickup_wait_seconds=DEFAULT_PICKUP_WAIT if pickup_wait is None else pickup_wait,
         runflow_data_analysis=runflow_data_analysis,

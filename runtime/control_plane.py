@@ -31,8 +31,8 @@ def control_plane(settings: Settings) -> ControlPlane:
     HTTP API on Temporal's usual port), the embedded server's ports, the Web
     UI ($TEMPORAL_UI_URL), the MCP servers, the worker's metrics
     ($DURABLE_MANUS_METRICS), this machine's `mcp-server --http` servers and
-    run pages (`ui`), the codec server's port ([encryption] codec_port) and
-    [web] control_plane."""
+    run pages (`ui`), the codec server's port ([encryption] codec_port),
+    [web] control_plane and [telemetry] otlp_endpoint."""
     env = os.environ
     named: list[tuple[str | None, str]] = [
         (llm.base_url, f"the LLM endpoint of [llm{'' if name == 'default' else '.' + name}]") for name, llm in settings.llm.items()
@@ -40,6 +40,8 @@ def control_plane(settings: Settings) -> ControlPlane:
     named += [(env.get("TEMPORAL_UI_URL"), "the Temporal Web UI"), (env.get(METRICS_VARIABLE), "the worker's metrics")]
     named += [(server.url, f"the MCP server {name!r}") for name, server in settings.mcp_servers.items()]
     named += [(entry, "a [web] control_plane endpoint") for entry in settings.web.control_plane]
+    # Where the worker's spans go: a trace backend's own UI often listens there too.
+    named.append((settings.telemetry.otlp_endpoint, "the OTLP trace endpoint ([telemetry])"))
     endpoints = [_temporal_frontend()]
     for text, what in named:
         if text:

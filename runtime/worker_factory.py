@@ -41,6 +41,7 @@ from workflows.restore_workspace import RestoreWorkspaceWorkflow
 
 if TYPE_CHECKING:
     from activities.mcp.pool import McpPool
+    from runtime.tracing import Tracing
 
 log = logging.getLogger(__name__)
 
@@ -270,18 +271,42 @@ def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:
     )
 
 
-def build_worker(client: Client, settings: Settings, sandbox: ToolSandbox | None = None, **options: Any) -> WorkerSet:
+def run_tracing(settings: Settings) -> Tracing | None:
+    """The worker's tracing as [telemetry] says; None (and nothing of
+    OpenTelemetry loaded) when it is off."""
+    if not settings.telemetry.enabled:
+        return None
+    from runtime.tracing import tracing_for
+
+    return tracing_for(settings.telemetry)
+
+
+def build_worker(
+    client: Client,
+    settings: Settings,
+    sandbox: ToolSandbox | None = None,
+    tracing: Tracing | None = None,
+    **options: Any,
+) -> WorkerSet:
+    """`tracing`: the worker's tracing when a caller made its own (tests: an
+    in-memory exporter); else [telemetry]'s, if any."""
     options.setdefault("graceful_shutdown_timeout", GRACEFUL_SHUTDOWN)
     if (versioned := deployment_config(settings)) is not None:
         options.setdefault("deployment_config", versioned)
         log.info("worker deployment version %s (%s)", versioned.version.to_canonical_string(), VERSIONING_BEHAVIOR.name)
     options.setdefault("max_heartbeat_throttle_interval", timedelta(seconds=1))
+    redacting = RedactingInterceptor.for_worker(settings, client)
+    tracing = tracing or run_tracing(settings)
     options["interceptors"] = [
+        # Outermost: each span is current in the interceptors and activities inside it.
+        *(tracing.interceptors(client, settings.llm, redacting.redactor) if tracing is not None else ()),
         *options.get("interceptors", ()),
         # Outside the redaction, so what it stores is what goes into history.
         ProducedMessagesInterceptor(ContextStore(settings.workspace_root)),
-        RedactingInterceptor.for_worker(settings, client),
+        redacting,
     ]
+    if tracing is not None:
+        log.info("%s", tracing.describe())
     own_queue = f"{settings.task_queue}/browser/{uuid.uuid4().hex}"
     resources = worker_resources(settings, sandbox, own_queue)
     options["interceptors"].append(snapshot_interceptor(resources))
@@ -299,7 +324,7 @@ def build_worker(client: Client, settings: Settings, sandbox: ToolSandbox | None
         log.info("MCP servers: %s", ", ".join(f"{name} ({server.kind})" for name, server in settings.mcp_servers.items()))
     if sessions.problem() is not None:
         log.warning("%s", sessions.describe())
-        return WorkerSet(shared, mcp=resources.mcp_pool)
+        return WorkerSet(shared, mcp=resources.mcp_pool, tracing=tracing)
     log.info("%s", sessions.describe())
     own = Worker(
         client,
@@ -307,7 +332,7 @@ def build_worker(client: Client, settings: Settings, sandbox: ToolSandbox | None
         activities=own_queue_activities(resources),
         **{k: v for k, v in options.items() if k not in OPTIONS_FOR_WORKFLOWS_ONLY},
     )
-    return WorkerSet(shared, own, sessions, mcp=resources.mcp_pool)
+    return WorkerSet(shared, own, sessions, mcp=resources.mcp_pool, tracing=tracing)
 
 
 OPTIONS_FOR_WORKFLOWS_ONLY = frozenset({"max_cached_workflows", "workflow_runner", "workflows"})

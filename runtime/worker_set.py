@@ -16,6 +16,7 @@ from temporalio.worker import Worker
 if TYPE_CHECKING:
     from activities.browser.sessions import BrowserSessions
     from activities.mcp.pool import McpPool
+    from runtime.tracing import Tracing
 
 
 class WorkerSet:
@@ -23,9 +24,15 @@ class WorkerSet:
     attributes are the shared queue's worker's."""
 
     def __init__(
-        self, shared: Worker, own: Worker | None = None, browsers: BrowserSessions | None = None, mcp: McpPool | None = None
+        self,
+        shared: Worker,
+        own: Worker | None = None,
+        browsers: BrowserSessions | None = None,
+        mcp: McpPool | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.shared, self.own, self.browsers, self.mcp = shared, own, browsers, mcp
+        self.tracing = tracing
         self._stopped_once = False
 
     @property
@@ -65,7 +72,8 @@ class WorkerSet:
         await asyncio.gather(*(worker.shutdown() for worker in self.workers))
 
     async def _stopped(self) -> None:
-        """The browsers and MCP servers close after the activities that used them finished."""
+        """The browsers and MCP servers close after the activities that used them
+        finished; the worker's spans are flushed last."""
         if self._stopped_once:
             return
         self._stopped_once = True
@@ -73,6 +81,9 @@ class WorkerSet:
             await self.browsers.close_all()
         if self.mcp is not None:
             await self.mcp.close_all()
+        if self.tracing is not None:
+            # Last: the spans of the activities that just ended are flushed too.
+            await asyncio.to_thread(self.tracing.close)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.shared, name)

@@ -252,6 +252,9 @@ BAD_VALUES = {
     "DURABLE_MANUS_TEMPORAL_CLI": "/usr/bin/\ntemporal",
     "DURABLE_MANUS_ENCRYPTION_KEY_FILE": "/keys\n.json",
     "DURABLE_MANUS_CODEC_TOKEN": "too-short-a-token",
+    "OTEL_EXPORTER_OTLP_ENDPOINT": "grpc://collector:4317",
+    "OTEL_SERVICE_NAME": "manus\n",
+    "OTEL_SDK_DISABLED": "maybe",
 }
 """A value each variable refuses."""
 

@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from agent_model.state import AgentState, StopReason
     from agent_model.think_context import ContextSync
     from agent_model.tool_spec import scheduled
+    from agent_model.trace_attributes import run_attributes, run_end_attributes, run_span_name
     from agent_model.workspace_names import workspace_name_for
     from prompts import agent_notes
     from workflows import search_attributes
@@ -49,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.budget_ask import ask_to_raise
     from workflows.run_ending import Cancelled, RunEnded, cancel_requested, is_cancellation, root_message
     from workflows.run_failure import TASK_NOT_DONE_PATCH, not_done_failure
+    from workflows.tracing import workflow_span
 
 __all__ = ["AgentWorkflow", "is_cancellation", "root_message"]
 
@@ -81,9 +83,24 @@ class AgentWorkflow(AgentHandlers, SessionHandlers):
         elif run.session is None and self.state.session is not None:
             self.state.session = None  # e.g. a fork of a session: a run of its own, no session
         self.turns = Turns(self.state, run.session, self._publish_details)
+        self.stop_reason: StopReason | None = None
+        """How this execution ended, once it has (for its span)."""
 
     @workflow.run
     async def run(self, run: AgentRunInput) -> AgentRunResult:
+        agent = run.profile.name if run.profile is not None else run.agent
+        info = workflow.info()
+        with workflow_span(
+            run_span_name(agent), "run", run_attributes(agent, info.workflow_id), expected=(CancelledError,)
+        ) as span:
+            try:
+                result = await self._run(run)
+            finally:
+                state, reason = self.state, self.stop_reason.value if self.stop_reason else ""
+                span.set(run_end_attributes(state.agent_state.value, reason, state.step, state.usage))
+            return result
+
+    async def _run(self, run: AgentRunInput) -> AgentRunResult:
         fails_when_not_done = workflow.patched(TASK_NOT_DONE_PATCH)
         self.waits_for_workspace = workflow.patched(WORKSPACE_CANCEL_PATCH)
         state = self.state
@@ -217,6 +234,7 @@ class AgentWorkflow(AgentHandlers, SessionHandlers):
     def _finish(self, agent_state: AgentState, reason: StopReason, note: str | None) -> AgentRunResult:
         state = self.state
         state.agent_state = agent_state
+        self.stop_reason = reason
         note = clip(note, NOTE_LIMIT) if note else note
         state.note = note
         if state.final_answer is None and reason.succeeded:

@@ -38,9 +38,21 @@ with workflow.unsafe.imports_passed_through():
     from agent_model.errors import CONTEXT_MISSING_ERROR, REPLY_TOO_LARGE_ERROR, TOKEN_LIMIT_ERROR
     from agent_model.think_context import ContextSync
     from agent_model.tool_spec import RunEnds, ToolOutcome, scheduled
+    from agent_model.trace_attributes import (
+        STOP_REASON,
+        TOOL_ARGUMENTS,
+        TOOL_RESULT,
+        step_attributes,
+        step_end_attributes,
+        step_span_name,
+        tool_attributes,
+        tool_end_attributes,
+        tool_span_name,
+    )
     from prompts import agent_notes
     from workflows.agent_tools import RunTools
     from workflows.run_ending import Cancelled, RunEnded, cancel_requested, stop_if_cancelled
+    from workflows.tracing import WorkflowSpan, workflow_span
 
 NOT_RUN_AFTER_THE_END = "Not run: the run ended with an earlier call."
 
@@ -59,6 +71,20 @@ class Stepper:
         return self.state.profile
 
     async def step(self) -> None:
+        state = self.state
+        turn = state.session.turn if state.session else 1
+        with workflow_span(
+            step_span_name(state.step), f"step/{state.step}", step_attributes(state.step, turn), expected=(RunEnded,)
+        ) as span:
+            try:
+                await self._step(span)
+            except RunEnded as end:
+                span.set({STOP_REASON: end.reason.value})
+                if end.state == AgentState.ERROR:
+                    span.fail(end.reason.value)
+                raise
+
+    async def _step(self, span: WorkflowSpan) -> None:
         state, profile = self.state, self.profile
         await self.tools.before_think()
         prompt = next_step_message(profile, state.directory, state.plans, self.tools.prompt_parts())
@@ -66,6 +92,7 @@ class Stepper:
             state.memory.add(prompt)
 
         response = await self._think()
+        span.set(step_end_attributes(response.usage, len(response.message.tool_calls or []), response.model))
         reply = read_reply(response, profile)
         record = StepRecord(
             step=state.step, turn=state.session.turn if state.session else 1, thought=response.message.content, usage=response.usage,
@@ -172,30 +199,42 @@ class Stepper:
         ended: RunEnded | Cancelled | None = None
         limit = observe_limit(profile)
         for index, call in enumerate(reply.message.tool_calls or []):
-            if ended is None and cancel_requested():
-                ended = Cancelled()
-            if isinstance(ended, Cancelled):
-                outcome = ToolOutcome(agent_notes.NOT_RUN_CANCELLED, error=True)
-            elif ended is not None:
-                outcome = ToolOutcome(NOT_RUN_AFTER_THE_END, error=True)
-            elif (refusal := over_the_per_reply_limit(profile, index)) is not None:
-                outcome = ToolOutcome(refusal, error=True)
-            else:
-                try:
-                    outcome = await self.tools.act(call, index, limit)
-                    if call.function.name in profile.special_tools and not outcome.error:
-                        ended = RunEnded(StopReason.TERMINATED)
-                        state.final_answer = state.final_answer or outcome.observation
-                except RunEnds as end:
-                    if end.answer is not None:
-                        state.final_answer = end.answer
-                    ended = RunEnded(StopReason.GAVE_UP if end.gave_up else StopReason.TERMINATED)
-                    outcome = ToolOutcome(f"The run ends ({ended.reason.value}).")
-                after.extend(outcome.after)
-            message, call_record = observed(call, outcome.observation, outcome.error, limit, outcome.message)
-            call_record.approval = outcome.approval
-            record.tool_calls.append(call_record)
-            self._remember_produced(message, outcome.stored_digest)
+            name = call.function.name
+            with workflow_span(
+                tool_span_name(name),
+                f"step/{state.step}/call/{index}",
+                tool_attributes(name, call.id, state.step),
+                content={TOOL_ARGUMENTS: call.function.arguments},
+            ) as span:
+                ran = False
+                if ended is None and cancel_requested():
+                    ended = Cancelled()
+                if isinstance(ended, Cancelled):
+                    outcome = ToolOutcome(agent_notes.NOT_RUN_CANCELLED, error=True)
+                elif ended is not None:
+                    outcome = ToolOutcome(NOT_RUN_AFTER_THE_END, error=True)
+                elif (refusal := over_the_per_reply_limit(profile, index)) is not None:
+                    outcome = ToolOutcome(refusal, error=True)
+                else:
+                    ran = True
+                    try:
+                        outcome = await self.tools.act(call, index, limit)
+                        if name in profile.special_tools and not outcome.error:
+                            ended = RunEnded(StopReason.TERMINATED)
+                            state.final_answer = state.final_answer or outcome.observation
+                    except RunEnds as end:
+                        if end.answer is not None:
+                            state.final_answer = end.answer
+                        ended = RunEnded(StopReason.GAVE_UP if end.gave_up else StopReason.TERMINATED)
+                        outcome = ToolOutcome(f"The run ends ({ended.reason.value}).")
+                    after.extend(outcome.after)
+                message, call_record = observed(call, outcome.observation, outcome.error, limit, outcome.message)
+                call_record.approval = outcome.approval
+                record.tool_calls.append(call_record)
+                self._remember_produced(message, outcome.stored_digest)
+                approval = outcome.approval.action.value if outcome.approval is not None else None
+                span.set(tool_end_attributes(outcome.error, ran, approval))
+                span.capture(TOOL_RESULT, message.content or "")
         for message in after:
             state.memory.add(message)
         if ended is None and cancel_requested():

@@ -16,6 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from agent_model.budget import add_cost, budget_text, ceiling_note, ceiling_reached, money, remaining, run_cost
     from agent_model.budget_raise import raised_by
     from agent_model.tool_spec import scheduled
+    from agent_model.trace_attributes import FLOW_OUTCOME, OPERATION, flow_span_name, usage_attributes
     from agent_model.flow import (
         FINALIZE_RESERVE_SECONDS,
         FINISH_MARGIN_SECONDS,
@@ -47,7 +48,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows import search_attributes
     from workflows.agent import AgentWorkflow, is_cancellation, root_message
     from workflows.run_failure import TASK_NOT_DONE_PATCH, not_done_failure, result_in
+    from workflows.tracing import workflow_span
 
+FLOW_SPAN = flow_span_name("planning")
+FLOW_ATTRIBUTES = {OPERATION: "invoke_workflow"}
 NOTE_LIMIT = 500
 """Characters of a child's answer kept in its step's notes."""
 ANSWER_LIMIT = 8000
@@ -84,11 +88,13 @@ class PlanningFlowWorkflow:
 
     @workflow.run
     async def run(self, flow: PlanningFlowInput) -> PlanningFlowResult:
-        fails_when_not_done = workflow.patched(TASK_NOT_DONE_PATCH)
-        result = await self._flow(flow)
-        if fails_when_not_done and (failure := not_done_failure(result)) is not None:
-            raise failure
-        return result
+        with workflow_span(FLOW_SPAN, "flow", FLOW_ATTRIBUTES, expected=(CancelledError,)) as span:
+            fails_when_not_done = workflow.patched(TASK_NOT_DONE_PATCH)
+            result = await self._flow(flow)
+            span.set({FLOW_OUTCOME: result.outcome.value, **usage_attributes(result.usage)})
+            if fails_when_not_done and (failure := not_done_failure(result)) is not None:
+                raise failure
+            return result
 
     async def _flow(self, flow: PlanningFlowInput) -> PlanningFlowResult:
         try:
