@@ -40,6 +40,26 @@ def flag(value: str) -> Any:
     return {"1": True, "true": True, "0": False, "false": False}.get(value.strip().lower(), value)
 
 
+HEADER_NAME_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+HEADER_VALUE_REFUSED = frozenset('",;\\')
+
+
+def headers(value: str) -> str:
+    """OTLP exporter headers, name=value pairs separated by commas. Checked
+    here because the exporter logs an entry it cannot read, key and all."""
+    for entry in value.split(","):
+        name, equals, content = entry.strip(" ").partition("=")
+        readable = (
+            equals
+            and name.strip()
+            and set(name.strip()) <= HEADER_NAME_CHARS
+            and all(" " <= c <= "~" and c not in HEADER_VALUE_REFUSED for c in content)
+        )
+        if not readable:
+            raise ValueError("must be name=value pairs separated by commas, values URL-encoded (the value is not shown)")
+    return value
+
+
 def port(value: str) -> int:
     if not value.isdigit() or not 0 < int(value) < 65536:
         raise ValueError(f"must be a TCP port number from 1 to 65535, not {value!r}")
@@ -100,6 +120,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("DURABLE_MANUS_ENCRYPTION_KEY_FILE", "[encryption] key_file", path, "the payload key file: with it every payload sent to Temporal is encrypted (python starter.py keygen PATH makes one)", key=("encryption", "key_file")),
     Variable("OTEL_EXPORTER_OTLP_ENDPOINT", "[telemetry] otlp_endpoint", text, "the OTLP/HTTP endpoint the worker sends its spans to (unset: no tracing)", key=("telemetry", "otlp_endpoint")),
     Variable("OTEL_SERVICE_NAME", "[telemetry] service_name", text, "the service name of the worker's spans (default durable-manus)", key=("telemetry", "service_name")),
+    Variable("OTEL_EXPORTER_OTLP_HEADERS", "the trace exporter's headers", headers, "headers of every span export, e.g. Authorization=Basic ... for Langfuse (secret: read by the OpenTelemetry exporter, never printed)", secret=True),
     Variable("OTEL_SDK_DISABLED", "[telemetry] disabled", flag, "true: no tracing, whatever the endpoint", key=("telemetry", "disabled")),
     Variable("TEMPORAL_TASK_QUEUE", "task_queue", text, "the task queue workers poll and runs start on (default durable-manus)"),
     Variable("DURABLE_MANUS_SERVER_WAIT", "server_wait_seconds", seconds(1, 3600), "seconds a following starter waits for a Temporal server that stopped answering (default 60)"),

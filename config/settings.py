@@ -214,6 +214,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     for own in (
         "DURABLE_MANUS_QUERY_WAIT", "DURABLE_MANUS_UI_PORT", "DURABLE_MANUS_TEMPORAL_CLI", "DURABLE_MANUS_WORKER_IDLE_EXIT",
         "DURABLE_MANUS_CODEC_TOKEN",
+        "OTEL_EXPORTER_OTLP_HEADERS",
     ):
         environment.read(env, own)  # read where they are used; refused here like the others
     mcp_servers = _mcp_servers(file if source != "environment" else None, mcp_server_reference, env)

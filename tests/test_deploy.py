@@ -684,3 +684,32 @@ def test_compose_workers_pass_the_worker_version_through():
     env = environment(worker_service())
     for name in ("DURABLE_MANUS_DEPLOYMENT_NAME", "DURABLE_MANUS_BUILD_ID"):
         assert name in env and env[name] is None, f"{name} should come from the host (unset: unversioned)"
+
+
+# --- (j) traces: the workers send them to a service of the cluster ------------
+
+
+def test_compose_workers_send_their_spans_to_a_trace_service(tmp_path):
+    """OTEL_EXPORTER_OTLP_ENDPOINT defaults to a service of the compose file
+    that receives OTLP/HTTP on the port named, on a network the workers share;
+    the worker reads it as [telemetry] otlp_endpoint (the host may name another)."""
+    from config.settings import load_settings
+
+    value = environment(worker_service())["OTEL_EXPORTER_OTLP_ENDPOINT"] or ""
+    default = re.fullmatch(r"\$\{OTEL_EXPORTER_OTLP_ENDPOINT:-(.+)\}", value)
+    assert default, f"the worker's OTEL_EXPORTER_OTLP_ENDPOINT should default, overridable by the host: {value!r}"
+    url = default.group(1)
+    telemetry = load_settings(env={"OTEL_EXPORTER_OTLP_ENDPOINT": url, "WORKSPACE_ROOT": str(tmp_path)}).telemetry
+    assert telemetry.enabled and telemetry.traces_url == url.rstrip("/") + "/v1/traces"
+    host, port = re.fullmatch(r"http://([a-z0-9-]+):(\d+)/?", url).groups()
+    assert host in services(), f"{host} is not a service of docker-compose.yml"
+    receiver = services()[host]
+    assert port in [str(p) for p in receiver.get("expose", [])], f"{host} does not expose {port}"
+    networks = lambda s: set(s.get("networks") or ["default"])  # noqa: E731
+    assert networks(receiver) & networks(worker_service()), f"the workers cannot reach {host}"
+    assert not networks(receiver) & networks(services()["postgresql"])
+    assert "depends_on" not in worker_service() or host not in worker_service()["depends_on"], (
+        "a worker must not wait for the trace service: tracing never holds up runs"
+    )
+    for name in ("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_SERVICE_NAME"):
+        assert environment(worker_service()).get(name, "unset") is None, f"{name} should come from the host"

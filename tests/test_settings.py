@@ -255,6 +255,7 @@ BAD_VALUES = {
     "OTEL_EXPORTER_OTLP_ENDPOINT": "grpc://collector:4317",
     "OTEL_SERVICE_NAME": "manus\n",
     "OTEL_SDK_DISABLED": "maybe",
+    "OTEL_EXPORTER_OTLP_HEADERS": "Authorization=Basic c2VjcmV0\n",
 }
 """A value each variable refuses."""
 

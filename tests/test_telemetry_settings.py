@@ -56,3 +56,14 @@ def test_web_paths_and_tool_code_never_reach_the_trace_endpoint(tmp_path):
     settings = load_config(tmp_path, f"[telemetry]\n{ENDPOINT}\n")
     endpoints = {(e.host, e.port) for e in control_plane(settings).endpoints}
     assert ("collector.lan", 4318) in endpoints
+
+
+def test_headers_the_exporter_could_not_read_are_refused_unshown(tmp_path):
+    """The exporter would log such an entry whole, the key in it."""
+    from config.settings import load_settings
+
+    env = {"OTEL_EXPORTER_OTLP_HEADERS": "Authorization: Bearer sk-lf-0123456789", "WORKSPACE_ROOT": str(tmp_path)}
+    message = config_error(tmp_path, "", env)
+    assert "OTEL_EXPORTER_OTLP_HEADERS must be name=value pairs" in message and "sk-lf" not in message
+    env["OTEL_EXPORTER_OTLP_HEADERS"] = "Authorization=Basic%20cGstbGY6c2stbGY=,x-tenant=eu"
+    assert load_settings(env=env).telemetry.enabled is False  # headers alone turn nothing on

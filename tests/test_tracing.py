@@ -20,12 +20,13 @@ from agent_model.run import HumanAnswer
 from config.telemetry_settings import TelemetrySettings
 from runtime.worker_factory import WORKFLOWS, build_worker, sandboxed_runner
 from testkit.e2e import wait_until
-from testkit.fake_openai import Reply, call, python, terminate
+from testkit.fake_openai import ErrorReply, Reply, call, python, terminate
 from testkit.run_results import final_result
 from testkit.settings import make_settings
 from testkit.tracing import OtlpReceiver, ancestors, in_memory_tracing, named, parent_of
 from tests.record_history import workflow_id_of
 from tests.test_agent_workflow import start
+from tests.test_planning_flow import FlowScript, plan_reply, start_flow
 from workflows.agent import AgentWorkflow
 
 pytestmark = pytest.mark.timeout(120)
@@ -52,7 +53,11 @@ def assert_each_once(spans) -> None:
     """No span id twice, and no span of the run's own (run, step, tool call) twice."""
     ids = [span.context.span_id for span in spans]
     assert len(ids) == len(set(ids)), "a span was exported twice"
-    ours = [s.name for s in spans if s.name.startswith(("invoke_agent ", "step ", "execute_tool "))]
+    ours = [
+        (s.name, *(s.attributes.get(k) for k in ("temporalWorkflowID", "temporalRunID", "gen_ai.tool.call.id")))
+        for s in spans
+        if s.name.startswith(("invoke_agent ", "invoke_workflow ", "step ", "execute_tool "))
+    ]
     assert len(ours) == len(set(ours)), sorted(ours)
 
 
@@ -127,6 +132,24 @@ async def test_a_failed_tool_call_says_so(dev_env, fake_llm, tmp_path):
     assert failed.attributes["durable_manus.tool.outcome"] == "error"
     assert failed.attributes["error.type"] == "tool_error"
     assert failed.status.status_code.name == "UNSET"  # the call failed, not the span: the model was told
+
+
+async def test_each_think_attempt_is_a_chat_span_and_a_failed_one_says_why(dev_env, fake_llm, tmp_path):
+    settings = make_settings(fake_llm.base_url, tmp_path / "workspace")
+    fake_llm.turns = [[ErrorReply(503, retry_after=0.1), terminate("done")]]
+    tracing, exporter = in_memory_tracing()
+    async with build_worker(dev_env.client, settings, tracing=tracing):
+        result = await final_result(await start(dev_env, settings))
+    assert result.final_answer == "done"
+    spans = list(exporter.get_finished_spans())
+    failed, answered = sorted(named(spans, "chat gpt-4o"), key=lambda s: s.start_time)
+    assert failed.attributes["error.type"] == "LLMUnavailable" and failed.status.status_code.name == "ERROR"
+    assert "gen_ai.usage.input_tokens" not in failed.attributes
+    assert answered.status.status_code.name == "UNSET" and answered.attributes["gen_ai.usage.output_tokens"] > 0
+    step = one_of(spans, "step 1")
+    assert step in ancestors(failed, spans) and step in ancestors(answered, spans)
+    shown = json.dumps([dict(s.attributes) for s in spans], default=str)
+    assert "test-key" not in shown and "Service Unavailable" not in shown
 
 
 async def test_a_run_moved_to_a_second_worker_exports_each_span_once(dev_env, fake_llm, tmp_path):
@@ -287,3 +310,44 @@ def test_without_telemetry_no_opentelemetry_sdk_is_loaded(tmp_path):
     off, loaded = json.loads(done.stdout.strip().splitlines()[-1])
     assert off == [True, True]
     assert loaded == []
+
+
+async def test_a_run_that_continues_as_new_stays_one_trace(dev_env, fake_llm, tmp_path):
+    """Each execution is an invoke_agent span under the one before it."""
+    settings = make_settings(fake_llm.base_url, tmp_path / "workspace")
+    fake_llm.turns = [python("print(1)"), python("print(2)"), terminate("done")]
+    tracing, exporter = in_memory_tracing()
+    async with build_worker(dev_env.client, settings, tracing=tracing):
+        result = await final_result(await start(dev_env, settings, steps_per_run=1))
+    assert result.final_answer == "done"
+    spans = list(exporter.get_finished_spans())
+    assert_each_once(spans)
+    runs = sorted(named(spans, RUN), key=lambda s: s.start_time)
+    assert len(runs) == 3 and len({r.attributes["temporalRunID"] for r in runs}) == 3
+    assert [r.attributes.get("durable_manus.continued_as_new") for r in runs] == [True, True, None]
+    assert runs[0].parent is None and [parent_of(r, spans) for r in runs[1:]] == runs[:2]
+    assert {s.context.trace_id for s in spans} == {runs[0].context.trace_id}
+    for number, run in zip((1, 2, 3), runs):
+        assert parent_of(one_of(spans, f"step {number}"), spans) is run
+
+
+async def test_a_flow_traces_its_planner_and_its_child_runs(dev_env, fake_llm, tmp_path):
+    settings = make_settings(fake_llm.base_url, tmp_path / "workspace")
+    fake_llm.responder = FlowScript(
+        plan_reply("[manus] Collect the data", "Write the report"), {n: [terminate(f"step {n} done")] for n in (1, 2)}
+    )
+    tracing, exporter = in_memory_tracing()
+    async with build_worker(dev_env.client, settings, tracing=tracing):
+        result = await final_result(await start_flow(dev_env, settings, agents=["manus"]))
+    assert result.succeeded
+    spans = list(exporter.get_finished_spans())
+    assert_each_once(spans)
+    flow = one_of(spans, "invoke_workflow planning")
+    assert flow.parent is None and flow.attributes["durable_manus.flow.outcome"] == "completed"
+    children = named(spans, "invoke_agent manus")
+    assert len(children) == 2 and all(flow in ancestors(child, spans) for child in children)
+    assert {c.attributes["temporalWorkflowID"] for c in children} == {o.run_id for o in result.steps}
+    chats = named(spans, "chat gpt-4o")
+    assert len(chats) == 4  # plan, two steps, summary
+    assert all(flow in ancestors(chat, spans) for chat in chats)
+    assert {s.context.trace_id for s in spans} == {flow.context.trace_id}

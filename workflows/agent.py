@@ -88,7 +88,9 @@ class AgentWorkflow(AgentHandlers, SessionHandlers):
 
     @workflow.run
     async def run(self, run: AgentRunInput) -> AgentRunResult:
-        agent = run.profile.name if run.profile is not None else run.agent
+        # A continued execution's profile is in the state it carries.
+        profile = self.state.profile or run.profile
+        agent = profile.name if profile is not None else run.agent
         info = workflow.info()
         with workflow_span(
             run_span_name(agent), "run", run_attributes(agent, info.workflow_id), expected=(CancelledError,)
