@@ -6,6 +6,7 @@ replays the run, through the real OTLP/HTTP exporter; and nothing without
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -259,9 +260,10 @@ async def test_captured_content_is_redacted_and_bounded(dev_env, fake_llm, tmp_p
     assert message["parts"][1]["name"] == "python_execute" and "[REDACTED]" in message["parts"][1]["arguments"]
 
 
-async def test_spans_reach_an_otlp_http_endpoint(dev_env, fake_llm, tmp_path):
+async def test_spans_reach_an_otlp_http_endpoint(dev_env, fake_llm, tmp_path, caplog):
     """[telemetry] otlp_endpoint alone: the worker's OTLP/HTTP exporter posts
     protobuf to <endpoint>/v1/traces; the worker's shutdown flushes the batch."""
+    caplog.set_level(logging.INFO, logger="runtime.worker_factory")
     receiver = OtlpReceiver()
     try:
         settings = make_settings(fake_llm.base_url, tmp_path / "workspace").model_copy(
@@ -277,6 +279,10 @@ async def test_spans_reach_an_otlp_http_endpoint(dev_env, fake_llm, tmp_path):
     names = receiver.span_names()
     assert names.count(RUN) == 1 and names.count("step 2") == 1 and names.count("chat gpt-4o") == 2
     assert receiver.service_names() == {"manus-test"}
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("tracing:")]
+    assert said == [
+        f"tracing: spans to {receiver.endpoint}/v1/traces (OTLP/HTTP) as service 'manus-test', without prompts or replies"
+    ]
 
 
 async def test_without_telemetry_the_worker_traces_nothing(dev_env, fake_llm, tmp_path):

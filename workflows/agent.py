@@ -88,6 +88,8 @@ class AgentWorkflow(AgentHandlers, SessionHandlers):
 
     @workflow.run
     async def run(self, run: AgentRunInput) -> AgentRunResult:
+        fails_when_not_done = workflow.patched(TASK_NOT_DONE_PATCH)
+        self.waits_for_workspace = workflow.patched(WORKSPACE_CANCEL_PATCH)
         # A continued execution's profile is in the state it carries.
         profile = self.state.profile or run.profile
         agent = profile.name if profile is not None else run.agent
@@ -96,15 +98,13 @@ class AgentWorkflow(AgentHandlers, SessionHandlers):
             run_span_name(agent), "run", run_attributes(agent, info.workflow_id), expected=(CancelledError,)
         ) as span:
             try:
-                result = await self._run(run)
+                result = await self._run(run, fails_when_not_done)
             finally:
                 state, reason = self.state, self.stop_reason.value if self.stop_reason else ""
                 span.set(run_end_attributes(state.agent_state.value, reason, state.step, state.usage))
             return result
 
-    async def _run(self, run: AgentRunInput) -> AgentRunResult:
-        fails_when_not_done = workflow.patched(TASK_NOT_DONE_PATCH)
-        self.waits_for_workspace = workflow.patched(WORKSPACE_CANCEL_PATCH)
+    async def _run(self, run: AgentRunInput, fails_when_not_done: bool) -> AgentRunResult:
         state = self.state
         state.agent_state = AgentState.RUNNING
         ending = await self._ending_of(self._turn(run))

@@ -88,8 +88,8 @@ class PlanningFlowWorkflow:
 
     @workflow.run
     async def run(self, flow: PlanningFlowInput) -> PlanningFlowResult:
+        fails_when_not_done = workflow.patched(TASK_NOT_DONE_PATCH)
         with workflow_span(FLOW_SPAN, "flow", FLOW_ATTRIBUTES, expected=(CancelledError,)) as span:
-            fails_when_not_done = workflow.patched(TASK_NOT_DONE_PATCH)
             result = await self._flow(flow)
             span.set({FLOW_OUTCOME: result.outcome.value, **usage_attributes(result.usage)})
             if fails_when_not_done and (failure := not_done_failure(result)) is not None:
