@@ -285,16 +285,27 @@ async def test_spans_reach_an_otlp_http_endpoint(dev_env, fake_llm, tmp_path, ca
     ]
 
 
-async def test_without_telemetry_the_worker_traces_nothing(dev_env, fake_llm, tmp_path):
-    settings = make_settings(fake_llm.base_url, tmp_path / "workspace")
-    assert not settings.telemetry.enabled
-    scripted(fake_llm)
-    async with build_worker(dev_env.client, settings) as worker:
-        assert worker.tracing is None
-        kinds = {type(i).__name__ for i in worker.shared.config()["interceptors"]}
-        assert not kinds & {"TracingInterceptor", "WorkflowSpansInterceptor", "ThinkSpansInterceptor"}, kinds
-        result = await final_result(await start(dev_env, settings))
+@pytest.mark.parametrize("disabled", [False, True], ids=["no-endpoint", "OTEL_SDK_DISABLED"])
+async def test_without_telemetry_the_worker_traces_nothing(dev_env, fake_llm, tmp_path, disabled):
+    """No endpoint, or one with tracing disabled: no tracing interceptor, and
+    a receiver at that endpoint hears nothing of a whole run."""
+    receiver = OtlpReceiver()
+    try:
+        settings = make_settings(fake_llm.base_url, tmp_path / "workspace")
+        if disabled:
+            telemetry = TelemetrySettings(otlp_endpoint=receiver.endpoint, disabled=True)
+            settings = settings.model_copy(update={"telemetry": telemetry})
+        assert not settings.telemetry.enabled
+        scripted(fake_llm)
+        async with build_worker(dev_env.client, settings) as worker:
+            assert worker.tracing is None
+            kinds = {type(i).__name__ for w in worker.workers for i in w.config()["interceptors"]}
+            assert not kinds & {"TracingInterceptor", "WorkflowSpansInterceptor", "ThinkSpansInterceptor"}, kinds
+            result = await final_result(await start(dev_env, settings))
+    finally:
+        receiver.stop()
     assert result.final_answer == "42"
+    assert receiver.requests == []
 
 
 def test_without_telemetry_no_opentelemetry_sdk_is_loaded(tmp_path):
