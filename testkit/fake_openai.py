@@ -36,8 +36,23 @@ Scripting
   ``fake server: script exhausted at turn N``.
 
 Requests that are rejected before reaching the script (wrong API key,
-unparsable JSON, ``stream: true``, unknown path) are recorded too, but do not
-count as attempts; their ``attempt`` is -1.
+unparsable JSON, unknown path) are recorded too, but do not count as
+attempts; their ``attempt`` is -1.
+
+Streaming
+---------
+A request with ``"stream": true`` gets a :class:`Reply` (and
+:class:`EmptyChoices`) as server-sent events, as OpenAI sends them: a first
+chunk with the role, the content in pieces of ``chunk_chars`` characters,
+each tool call's id and name and then its arguments in pieces, a chunk with
+the finish reason, a chunk with the usage when the request asked for it
+(``stream_options.include_usage``) and ``stream_usage`` is on, then
+``data: [DONE]``. The assembled reply is exactly the non-streamed one.
+``chunk_delay`` seconds pass before each piece; ``chunk_gate`` (a
+threading.Event), when set up, holds every stream after its first piece
+until it is set. Each piece's send time (time.time()) and text are in
+``RecordedRequest.chunks_sent``. Every other response object answers a
+stream request as it answers any other.
 
 Response objects: :class:`Reply`, :class:`ErrorReply`, :class:`Hang`,
 :class:`Reset`, :class:`EmptyChoices` and, for anything unusual, :class:`Raw`.
@@ -53,7 +68,7 @@ import socketserver
 import struct
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Sequence, Union
 from urllib.parse import urlsplit
@@ -228,6 +243,13 @@ class RecordedRequest:
     index: int = 0
     query: str = ""
     """The request target's query string, e.g. ``api-version=2024-08-01-preview``."""
+    chunks_sent: list = field(default_factory=list)
+    """Of a streamed reply: (time.time() when handed to the socket, the text piece)
+    for each piece of content or of a tool call's name and arguments."""
+
+    @property
+    def streamed(self) -> bool:
+        return bool(self.body.get("stream"))
 
     @property
     def messages(self) -> list:
@@ -514,11 +536,6 @@ class _Handler(BaseHTTPRequestHandler):
             rec = fake._record(self, body_dict, path, turn=turn, key=None)
             self._send_error_json(rec, 400, "fake server: 'messages' must be a list", code=None)
             return
-        if body.get("stream"):
-            rec = fake._record(self, body_dict, path, turn=turn, key=None)
-            self._send_error_json(rec, 400, "fake server does not stream")
-            return
-
         key = ("responder", turn, _first_content_key(body)) if fake.responder else ("turns", turn)
         rec = fake._record(self, body, path, turn=turn, key=key)
         try:
@@ -531,6 +548,58 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error_json(rec, 500, f"fake server: responder raised {exc!r}", "server_error")
             return
         self._respond(rec, response)
+
+    # -- streaming ---------------------------------------------------------
+
+    def _send_stream(self, rec: RecordedRequest, completion: dict) -> None:
+        """`completion` as server-sent events, in HTTP chunks (see the module docstring)."""
+        fake = self.server.fake
+        rec.status = 200
+        head = [
+            "HTTP/1.1 200 OK",
+            f"Server: {self.version_string()}",
+            f"Date: {self.date_time_string()}",
+            "Content-Type: text/event-stream; charset=utf-8",
+            "Cache-Control: no-cache",
+            "Transfer-Encoding: chunked",
+            f"x-request-id: req_fake_{rec.index}",
+        ]
+        try:
+            self.connection.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+            first = True
+            for text, chunk in _stream_chunks(completion, fake.chunk_chars, self._wants_usage(rec)):
+                if text and (fake.chunk_delay > 0 and self._pause(fake.chunk_delay) != "ok"):
+                    self.close_connection = True
+                    return
+                if text and not first and fake.chunk_gate is not None and self._gate(fake.chunk_gate) != "ok":
+                    self.close_connection = True
+                    return
+                self._send_event(json.dumps(chunk))
+                if text:
+                    first = False
+                    rec.chunks_sent.append((time.time(), text))
+            rec.completed = True
+            self._send_event("[DONE]")
+            self.connection.sendall(b"0\r\n\r\n")
+        except OSError:
+            rec.completed = False
+            self.close_connection = True
+
+    def _wants_usage(self, rec: RecordedRequest) -> bool:
+        options = rec.body.get("stream_options")
+        return self.server.fake.stream_usage and isinstance(options, dict) and bool(options.get("include_usage"))
+
+    def _send_event(self, data: str) -> None:
+        event = f"data: {data}\n\n".encode("utf-8")
+        self.connection.sendall(f"{len(event):x}\r\n".encode("ascii") + event + b"\r\n")
+
+    def _gate(self, gate: threading.Event) -> str:
+        """Wait for `gate`: "ok", "stopped" or "gone"."""
+        while not gate.is_set():
+            outcome = self._pause(_TICK)
+            if outcome != "ok":
+                return outcome
+        return "ok"
 
     def _send_unauthorized(self, rec: RecordedRequest) -> None:
         self._send_error_json(
@@ -564,11 +633,17 @@ class _Handler(BaseHTTPRequestHandler):
                 fake.errors.append(exc)
                 self._send_error_json(rec, 500, f"fake server: bad Reply {exc!r}", "server_error")
                 return
-            self._send_json(rec, 200, obj)
+            if rec.streamed:
+                self._send_stream(rec, obj)
+            else:
+                self._send_json(rec, 200, obj)
         elif isinstance(response, EmptyChoices):
             obj = fake._completion_body(rec, Reply(content=""))
             obj["choices"] = []
-            self._send_json(rec, 200, obj)
+            if rec.streamed:
+                self._send_stream(rec, obj)
+            else:
+                self._send_json(rec, 200, obj)
         elif isinstance(response, ErrorReply):
             default_msg, default_type, default_code = _DEFAULT_ERRORS.get(
                 response.status,
@@ -606,6 +681,44 @@ class _ScriptExhausted(Exception):
     pass
 
 
+def _pieces(text: str, size: int) -> list[str]:
+    size = max(1, size)
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+def _stream_chunks(completion: dict, chunk_chars: int, usage: bool) -> list[tuple[str, dict]]:
+    """The chunks of a streamed `completion`, each with the text it carries ("" for none)."""
+    base = {
+        "id": completion["id"], "object": "chat.completion.chunk",
+        "created": completion["created"], "model": completion["model"],
+    }
+
+    def chunk(delta: dict | None, finish_reason: str | None = None, index: int = 0) -> dict:
+        return {**base, "choices": [{"index": index, "delta": delta or {}, "logprobs": None, "finish_reason": finish_reason}]}
+
+    chunks: list[tuple[str, dict]] = []
+    for choice in completion["choices"]:
+        index = choice["index"]
+        message = choice["message"]
+        content = message.get("content")
+        chunks.append(("", chunk({"role": "assistant", "content": "" if content is not None else None, "refusal": None}, index=index)))
+        for piece in _pieces(content or "", chunk_chars):
+            chunks.append((piece, chunk({"content": piece}, index=index)))
+        for i, call in enumerate(message.get("tool_calls") or []):
+            name = call["function"]["name"]
+            chunks.append((name, chunk({"tool_calls": [{
+                "index": i, "id": call["id"], "type": "function", "function": {"name": name, "arguments": ""},
+            }]}, index=index)))
+            for piece in _pieces(call["function"]["arguments"], chunk_chars):
+                chunks.append((piece, chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}, index=index)))
+        chunks.append(("", chunk(None, choice["finish_reason"], index=index)))
+    if not completion["choices"]:
+        chunks.append(("", {**base, "choices": []}))
+    if usage:
+        chunks.append(("", {**base, "choices": [], "usage": completion["usage"]}))
+    return chunks
+
+
 # --------------------------------------------------------------------------
 # The fake itself
 # --------------------------------------------------------------------------
@@ -625,9 +738,19 @@ class FakeOpenAI:
         api_key: str | None = "test-key",
         model: str = "fake-model",
         chat_paths: Sequence[str] = CHAT_PATHS,
+        chunk_delay: float = 0.0,
+        chunk_chars: int = 4,
+        stream_usage: bool = True,
+        chunk_gate: threading.Event | None = None,
     ) -> None:
         """``chat_paths``: the paths answered as Chat Completions (Azure's
-        deployment path, for instance); any other POST gets 404."""
+        deployment path, for instance); any other POST gets 404. The
+        ``chunk_*`` and ``stream_usage`` options shape streamed replies
+        (module docstring, "Streaming"); they may be changed at any time."""
+        self.chunk_delay = chunk_delay
+        self.chunk_chars = chunk_chars
+        self.stream_usage = stream_usage
+        self.chunk_gate = chunk_gate
         self.turns = list(turns) if turns is not None else []
         self.chat_paths = tuple(chat_paths)
         self.responder = responder

@@ -225,13 +225,93 @@ async def test_script_exhausted_is_bad_request():
         assert fake.requests[0].turn == 1 and fake.requests[0].completed
 
 
+STREAMED = Reply(
+    content="Reading it now, then I will tell you.",
+    tool_calls=[call("read_file", {"path": "a.txt"}), call("read_file", {"path": "b.txt"})],
+    usage=(30, 9),
+)
+
+
+async def sdk_assembled(client, **kw):
+    """The SDK's own assembly of a streamed reply (openai.lib.streaming), and the chunks."""
+    from openai.lib.streaming.chat import ChatCompletionStreamState
+
+    state = ChatCompletionStreamState()
+    chunks = []
+    async for chunk in await client.chat.completions.create(model=MODEL, messages=msgs(USER), stream=True, **kw):
+        chunks.append(chunk)
+        state.handle_chunk(chunk)
+    return state.get_final_completion(), chunks
+
+
 @pytest.mark.asyncio
-async def test_stream_request_is_rejected():
-    with FakeOpenAI(turns=[Reply(content="x")]) as fake:
+async def test_a_streamed_reply_assembles_to_the_plain_one():
+    with FakeOpenAI(turns=[STREAMED]) as fake:
         async with aclient(fake) as client:
-            with pytest.raises(openai.BadRequestError) as info:
+            plain = await client.chat.completions.create(model=MODEL, messages=msgs(USER))
+            streamed, chunks = await sdk_assembled(client, stream_options={"include_usage": True})
+    message, plain_message = streamed.choices[0].message, plain.choices[0].message
+    assert message.content == plain_message.content
+    assert [(c.id, c.function.name, c.function.arguments) for c in message.tool_calls] == [
+        (c.id, c.function.name, c.function.arguments) for c in plain_message.tool_calls
+    ]
+    assert streamed.choices[0].finish_reason == plain.choices[0].finish_reason == "tool_calls"
+    assert streamed.usage.prompt_tokens == plain.usage.prompt_tokens == 30
+    assert streamed.model == plain.model == MODEL
+    # In pieces of chunk_chars (4): the content alone takes several chunks.
+    assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) == len(STREAMED.content) // 4 + 1
+    rec = fake.requests[1]
+    assert rec.streamed and rec.completed and rec.attempt == 1
+    sent = "".join(text for _, text in rec.chunks_sent)
+    assert sent == STREAMED.content + 'read_file{"path": "a.txt"}read_file{"path": "b.txt"}'
+    times = [at for at, _ in rec.chunks_sent]
+    assert times == sorted(times)
+
+
+@pytest.mark.asyncio
+async def test_a_stream_without_usage_asked_or_allowed_has_none():
+    with FakeOpenAI(turns=[Reply(content="hi")]) as fake:
+        async with aclient(fake) as client:
+            unasked, _ = await sdk_assembled(client)
+            fake.stream_usage = False
+            refused, _ = await sdk_assembled(client, stream_options={"include_usage": True})
+    assert unasked.usage is None and refused.usage is None
+    assert unasked.choices[0].message.content == refused.choices[0].message.content == "hi"
+
+
+@pytest.mark.asyncio
+async def test_the_chunk_gate_holds_a_stream_after_its_first_piece():
+    gate = threading.Event()
+    with FakeOpenAI(turns=[Reply(content="abcdefgh")], chunk_chars=2, chunk_gate=gate) as fake:
+        async with aclient(fake) as client:
+            stream = await client.chat.completions.create(model=MODEL, messages=msgs(USER), stream=True)
+            pieces = []
+            async for chunk in stream:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    pieces.append(chunk.choices[0].delta.content)
+                    if len(pieces) == 1:
+                        await asyncio.sleep(0.2)
+                        # Held: nothing more was sent while the gate was closed.
+                        assert [text for _, text in fake.requests[0].chunks_sent] == ["ab"]
+                        gate.set()
+    assert pieces == ["ab", "cd", "ef", "gh"]
+
+
+@pytest.mark.asyncio
+async def test_other_answers_to_a_stream_request_are_as_without_stream():
+    with FakeOpenAI(turns=[[ErrorReply(429, retry_after=1), Raw(body={"plain": True}), EmptyChoices()]]) as fake:
+        async with aclient(fake) as client:
+            with pytest.raises(openai.RateLimitError):
                 await client.chat.completions.create(model=MODEL, messages=msgs(USER), stream=True)
-        assert "fake server does not stream" in str(info.value)
+            request = urllib.request.Request(
+                f"{fake.base_url}/chat/completions",
+                data=json.dumps({"model": MODEL, "messages": msgs(USER), "stream": True}).encode(),
+                headers={"Authorization": "Bearer test-key", "Content-Type": "application/json"},
+            )
+            with await asyncio.to_thread(urllib.request.urlopen, request) as answer:
+                assert json.loads(answer.read()) == {"plain": True}
+            empty, _ = await sdk_assembled(client)
+    assert empty.choices == []
 
 
 @pytest.mark.asyncio
