@@ -3,7 +3,10 @@
 It completes the request from the context caches, attaches the newest
 screenshot (activities/llm_images.py), counts the prompt's tokens against the
 profile's limit, calls the model (activities/llm_client.py says what each
-failure becomes) and reads the reply, heartbeating all the while.
+failure becomes) and reads the reply, heartbeating all the while. With a live
+feed the call streams (activities/llm_stream.py) and its tokens go to the
+run's journal as they arrive (activities/live_feed.py); the result is the
+same completion either way.
 """
 
 from __future__ import annotations
@@ -16,17 +19,20 @@ import time
 from typing import Any
 
 from openai import AsyncOpenAI
+from openai.types.chat import ChatCompletion
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.context_store import ContextStore
 from activities.heartbeats import heartbeating
+from activities.live_feed import LiveFeed
 from activities.llm_client import MAX_REPLY_BYTES, complete, make_client, reply_too_large
 from activities.llm_images import Attachment, as_counted, attach_images, wire_message
+from activities.llm_stream import StreamingRefused, complete_streaming
 from activities.lost_worker import release_run_from_lost_worker
 from activities.reply_reading import response_of, unreadable_reply, usage_of
 from activities.think_context_cache import Resolved, ThinkContextCache
-from activities.token_count import count_prompt_tokens
+from activities.token_count import count_prompt_tokens, encoding_for
 from activities.workspace import Workspace
 from agent_model.activity_specs import THINK_CONFIG
 from agent_model.errors import LLM_EMPTY_RESPONSE_ERROR, TOKEN_LIMIT_ERROR, UNKNOWN_LLM_PROFILE_ERROR
@@ -100,6 +106,26 @@ def record_call(llm: str, model: str, seconds: float, usage: TokenUsage) -> None
     )
 
 
+def estimated_usage(completion: ChatCompletion, body: dict[str, Any], model: str) -> ChatCompletion:
+    """`completion` with usage counted by tiktoken: what the prompt and the
+    reply would cost, for a stream that did not say."""
+    encoding = encoding_for(model)
+
+    def tokens(value: Any) -> int:
+        return len(encoding.encode(value if isinstance(value, str) else json.dumps(value), disallowed_special=()))
+
+    prompt = tokens(body.get("messages", [])) + (tokens(body["tools"]) if body.get("tools") else 0)
+    reply = 0
+    for choice in completion.choices or []:
+        message = getattr(choice, "message", None)
+        reply += tokens(getattr(message, "content", None) or "")
+        for call in getattr(message, "tool_calls", None) or []:
+            function = getattr(call, "function", None)
+            reply += tokens(getattr(function, "name", "") or "") + tokens(getattr(function, "arguments", "") or "")
+    completion.usage = {"prompt_tokens": prompt, "completion_tokens": reply, "total_tokens": prompt + reply}  # type: ignore[assignment]
+    return completion
+
+
 def _fetch(store: ContextStore, lacking: list[tuple[str, str]]) -> dict[str, Any]:
     """What the store holds of `lacking`, parsed; the store has verified each blob's digest."""
     found: dict[str, Any] = {}
@@ -138,6 +164,7 @@ class LLMActivities:
         llm_profiles: dict[str, LLMSettings],
         context_store: ContextStore | None = None,
         workspace: Workspace | None = None,
+        live: LiveFeed | None = None,
     ) -> None:
         self._profiles = llm_profiles
         self._clients: dict[str, AsyncOpenAI] = {}
@@ -145,6 +172,11 @@ class LLMActivities:
         self.context_store = context_store
         self.workspace = workspace
         """Where the runs' image files are; None: they are never sent."""
+        self.live = live
+        """Where streamed thinks are written; None: thinks do not stream."""
+        self.plain: set[str] = set()
+        """LLM profiles whose endpoint refused to stream, or streamed without
+        the usage that budgets need: their thinks are plain calls from then on."""
 
     async def _resolve(self, request: ThinkRequest) -> Resolved:
         """The complete request: from the request, this worker's cache, and
@@ -195,6 +227,28 @@ class LLMActivities:
             self._clients[name] = make_client(self._profiles[name])
         return self._clients[name]
 
+    async def _call(
+        self, name: str, settings: LLMSettings, body: dict[str, Any], where: str, step: int | None
+    ) -> ChatCompletion:
+        """The model's completion: streamed into the run's journal when the
+        worker has a live feed and the endpoint streams, else one plain call."""
+        client = self._client(name)
+        if self.live is None or name in self.plain or not activity.in_activity():
+            return await complete(client, body, settings.model, where)
+        try:
+            async with self.live.journal(activity.info().workflow_id, step) as journal:
+                answer = await complete_streaming(client, body, settings.model, where, journal.add)
+        except StreamingRefused as e:
+            self.plain.add(name)
+            activity.logger.info("LLM profile %r does not stream (%s); its thinks are plain calls from now on", name, e)
+            return await complete(client, body, settings.model, where)
+        if answer.streamed and not answer.usage_reported:
+            # Budgets and the step's tokens need the usage: plain calls report it.
+            self.plain.add(name)
+            activity.logger.info("LLM profile %r streams without usage; its thinks are plain calls from now on", name)
+            return estimated_usage(answer.completion, body, settings.model)
+        return answer.completion
+
     @activity.defn(name="think")
     async def think(self, request: ThinkRequest) -> ThinkResponse:
         # Heartbeats cover the whole attempt, not only the wait for the model:
@@ -242,7 +296,7 @@ class LLMActivities:
         body = request_params(settings, request, parts, shown)
         asked = time.monotonic()
         where = f"at {settings.endpoint} (attempt {activity.info().attempt if activity.in_activity() else 1})"
-        completion = await complete(self._client(name), body, settings.model, where)
+        completion = await self._call(name, settings, body, where, request.step)
 
         choices = completion.choices
         if not choices:

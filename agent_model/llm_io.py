@@ -51,6 +51,10 @@ class ThinkRequest(BaseModel):
     workspace: str | None = None
     """Name of the run's directory on the workers, where the window's
     image_file paths lead (None: their images are not sent)."""
+    step: int | None = None
+    """The run's step this think is for, named in the live feed's events
+    (agent_model/live_events.py); None: a think outside a step (a flow's
+    planning) or scheduled by code that predates it."""
 
 
 class ThinkResponse(BaseModel):

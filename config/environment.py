@@ -122,6 +122,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("OTEL_SERVICE_NAME", "[telemetry] service_name", text, "the service name of the worker's spans (default durable-manus)", key=("telemetry", "service_name")),
     Variable("OTEL_EXPORTER_OTLP_HEADERS", "the trace exporter's headers", headers, "headers of every span export, e.g. Authorization=Basic ... for Langfuse (secret: read by the OpenTelemetry exporter, never printed)", secret=True),
     Variable("OTEL_SDK_DISABLED", "[telemetry] disabled", flag, "true: no tracing, whatever the endpoint", key=("telemetry", "disabled")),
+    Variable("DURABLE_MANUS_LIVE_STREAM", "[live] stream", flag, "the worker streams each think and writes its tokens to the live journal: 1/true or 0/false", key=("live", "stream")),
+    Variable("DURABLE_MANUS_LIVE_PRINT", "[live] print", flag, "the starter shows a followed run's streamed thought on a terminal: 1/true or 0/false", key=("live", "print")),
     Variable("TEMPORAL_TASK_QUEUE", "task_queue", text, "the task queue workers poll and runs start on (default durable-manus)"),
     Variable("DURABLE_MANUS_SERVER_WAIT", "server_wait_seconds", seconds(1, 3600), "seconds a following starter waits for a Temporal server that stopped answering (default 60)"),
     Variable("DURABLE_MANUS_PICKUP_WAIT", "pickup_wait_seconds", seconds(0.5, 600), "seconds a detached start waits to see a worker take the run (default 3)"),

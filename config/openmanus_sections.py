@@ -8,7 +8,12 @@ from typing import Any
 
 from config.config_file import ConfigError
 
-OWN_SECTIONS = frozenset({"llm", "workspace", "tools", "worker", "search", "web", "browser", "approval", "budget", "session", "encryption", "telemetry"})
+OWN_SECTIONS = frozenset(
+    {
+        "llm", "workspace", "tools", "worker", "search", "web", "browser", "approval", "budget", "session", "encryption",
+        "telemetry", "live",
+    }
+)
 """durable-manus's tables, each parsed by its model; OpenManus's others are in OPENMANUS_KEYS."""
 
 OPENMANUS_KEYS: dict[str, frozenset[str]] = {

@@ -24,6 +24,7 @@ from config.browser_settings import BrowserSettings, parse_browser
 from config.config_file import DEFAULT_CONFIG_PATH, REPO_DIR, ConfigError, read_config_text
 from config.encryption_settings import EncryptionSettings
 from config.environment import origins_in
+from config.live_settings import LiveSettings
 from config.llm_settings import LLMSettings, llm_where, parse_llm
 from config.openmanus_sections import OPENMANUS_KEYS, OWN_SECTIONS, openmanus_sections
 from config.session_settings import SessionSettings
@@ -102,6 +103,8 @@ class Settings(BaseModel):
     """`[encryption]`: the payload key file, opt-in (config/encryption_settings.py)."""
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     """`[telemetry]`: OpenTelemetry tracing, off unless an endpoint is set (config/telemetry_settings.py)."""
+    live: LiveSettings = Field(default_factory=LiveSettings)
+    """`[live]`: streaming thinks and showing them (config/live_settings.py); never part of a run's input."""
     server_wait_seconds: float = DEFAULT_SERVER_WAIT
     """How long a starter that follows a run waits for a Temporal server that
     stopped answering before it gives up (exit 3; the run is safe)."""
@@ -209,6 +212,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     telemetry = validated(
         TelemetrySettings, source, "[telemetry]", data.get("telemetry", {}), origins_in(origins, "telemetry")
     )
+    live = validated(LiveSettings, source, "[live]", data.get("live", {}), origins_in(origins, "live"))
     server_wait = environment.read(env, "DURABLE_MANUS_SERVER_WAIT")
     pickup_wait = environment.read(env, "DURABLE_MANUS_PICKUP_WAIT")
     for own in (
@@ -240,6 +244,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         session=session,
         encryption=encryption,
         telemetry=telemetry,
+        live=live,
         server_wait_seconds=DEFAULT_SERVER_WAIT if server_wait is None else server_wait,
         pickup_wait_seconds=DEFAULT_PICKUP_WAIT if pickup_wait is None else pickup_wait,
         runflow_data_analysis=runflow_data_analysis,

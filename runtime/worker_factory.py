@@ -17,9 +17,10 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkerDeploymen
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.context_store import ContextStore
+from activities.live_feed import LiveFeed
 from activities.llm import LLMActivities
 from activities.produced_messages import ProducedMessagesInterceptor
-from activities.redaction import RedactingInterceptor
+from activities.redaction import RedactingInterceptor, Redactor, worker_secrets
 from activities.token_count import encoding_for
 from activities.tools.sandbox import ToolSandbox
 from activities.web.access import WebAccess
@@ -167,12 +168,24 @@ def mcp_pool(settings: Settings) -> McpPool | None:
     return McpPool(settings.mcp_servers)
 
 
+def live_feed(settings: Settings, workspace: Workspace, redactor: Redactor | None = None) -> LiveFeed | None:
+    """Where the worker's thinks stream to ([live] stream); None: they do not stream."""
+    if not settings.live.stream:
+        return None
+    return LiveFeed(workspace.root, redactor or Redactor(worker_secrets(settings)))
+
+
 def activities_for(
-    settings: Settings, sandbox: ToolSandbox | None = None, resources: WorkerResources | None = None
+    settings: Settings,
+    sandbox: ToolSandbox | None = None,
+    resources: WorkerResources | None = None,
+    redactor: Redactor | None = None,
 ) -> list[Any]:
+    """`redactor`: the worker's secrets, kept out of the live feed too (default: the settings' keys)."""
     resources = resources or worker_resources(settings, sandbox)
+    live = live_feed(settings, resources.workspace, redactor)
     return [
-        LLMActivities(settings.llm, ContextStore(settings.workspace_root), resources.workspace).think,
+        LLMActivities(settings.llm, ContextStore(settings.workspace_root), resources.workspace, live).think,
         WorkspaceActivities(resources.workspace).prepare_workspace,
         SnapshotActivities(SnapshotStore(resources.workspace)).restore_workspace,
         # One activity per tool file that runs as one, and the activities of
@@ -316,7 +329,7 @@ def build_worker(
         client,
         task_queue=settings.task_queue,
         workflows=WORKFLOWS,
-        activities=activities_for(settings, sandbox, resources),
+        activities=activities_for(settings, sandbox, resources, redacting.redactor),
         workflow_runner=workflow_runner(settings),
         **options,
     )

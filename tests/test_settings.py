@@ -243,6 +243,8 @@ BAD_VALUES = {
     "BRAVE_API_KEY": "brave-secret\n",
     "TAVILY_API_KEY": " tvly-secret",
     "DURABLE_MANUS_SESSION_IDLE_MINUTES": "0",
+    "DURABLE_MANUS_LIVE_STREAM": "maybe",
+    "DURABLE_MANUS_LIVE_PRINT": "sometimes",
     "TEMPORAL_TASK_QUEUE": "queue\n",
     "DURABLE_MANUS_SERVER_WAIT": "soon",
     "DURABLE_MANUS_PICKUP_WAIT": "0",

@@ -155,6 +155,7 @@ class Stepper:
             )
             if any(message.image_file for _, message in window):
                 request.workspace = self.tools.workspace  # where the worker finds the screenshots
+            request.step = state.step  # for the live feed's events; the model never sees it
             complete = ContextSync.is_complete(request)
             try:
                 response = await workflow.execute_activity(
