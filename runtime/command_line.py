@@ -63,6 +63,8 @@ class Run:
     """--(no-)ask-at-budget: ask for a higher ceiling instead of ending; None: [budget] ask_at_ceiling."""
     approve: ApprovalMode | None = None
     """--approve: which calls wait for a decision; None: the config's [approval] mode."""
+    stream: bool = True
+    """--no-stream: do not show the streamed thought while following ([live] print decides otherwise)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,6 +75,7 @@ class Attach:
     run_id: str
     worker: str = "auto"
     config: str | None = None
+    stream: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -320,6 +323,14 @@ def add_config(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="config file (default: config/config.toml or $DURABLE_MANUS_CONFIG)")
 
 
+def add_no_stream(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-stream", dest="stream", action="store_false",
+        help="do not show the thought the model streams while a step thinks (default: shown on a terminal, "
+        "when the run's worker is on this machine; [live] print)",
+    )
+
+
 def add_new_run_options(parser: argparse.ArgumentParser, flow: bool) -> None:
     """--max-steps, --llm and --id, which every command that starts a run takes
     (checked by check_new_run_options); `flow`: the command may start a flow."""
@@ -396,6 +407,7 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     add_config(run)
     run.add_argument("--detach", action="store_true", help="start the run, print its id and exit")
     add_worker_mode(run)
+    add_no_stream(run)
 
 
 def build_parser() -> Parser:
@@ -412,6 +424,7 @@ def build_parser() -> Parser:
     attach.add_argument("run_id", metavar="ID")
     add_worker_mode(attach)
     add_config(attach)
+    add_no_stream(attach)
     add_list_options(commands.add_parser("list", help="recent runs: id, agent or flow, state, step, age, task"))
     show = commands.add_parser("show", help="a run's transcript: thoughts, tool calls, observations, tokens")
     show.add_argument("run_id", metavar="ID")
@@ -709,7 +722,7 @@ def new_run(args: argparse.Namespace, named: bool) -> Run:
         task=args.task, agent=args.agent, flow=args.flow, agents=agents, max_steps=args.max_steps,
         steps_per_run=args.steps_per_run, timeout=args.timeout, run_id=args.run_id, detach=args.detach,
         worker=args.worker, config=args.config, llm=args.llm, max_tokens=args.max_tokens, max_cost=args.max_cost,
-        approve=approve_mode(args), ask_at_budget=args.ask_at_budget,
+        approve=approve_mode(args), ask_at_budget=args.ask_at_budget, stream=args.stream,
     )
 
 

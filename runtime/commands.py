@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import sys
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TextIO
 
 from temporalio.client import Client, WorkflowHandle
@@ -190,9 +191,18 @@ async def execute(command: Command, following: Following | None = None, out: Tex
             await report_worker_for_detached(client, settings, handle, out)
             return 0
         watch = Watch(client, worker.on_stall, lost_retry_seconds=settings.server_wait_seconds)
+        live = live_root(settings, command)
         if is_flow:
-            return report_flow(await follow_flow(client, handle, out, watch=watch), out)
-        return report(await follow(handle, out, watch=watch), out)
+            return report_flow(await follow_flow(client, handle, out, watch=watch, live_root=live), out)
+        return report(await follow(handle, out, watch=watch, live_root=live), out)
+
+
+def live_root(settings: Settings, command: Command) -> Path | None:
+    """The workspace root whose live journal the follower reads ([live] print,
+    --no-stream), when it is on this machine; None: the thought is not shown."""
+    wanted = getattr(command, "stream", True) and settings.live.print
+    root = settings.workspace_root
+    return root if wanted and root.is_dir() else None
 
 
 def chat_without_terminal_is_refused(command: Chat) -> None:

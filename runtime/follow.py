@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 import sys
 import threading
 import time
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, Awaitable, Callable, TextIO
 
 from temporalio.api.common.v1 import WorkflowExecution
@@ -25,6 +27,7 @@ from runtime.approval_prompt import ask_approval
 from runtime.cli import mute_temporal_logs
 from runtime.connection import is_unreachable
 from runtime.activity_notice import DoingNotices
+from runtime.live_print import LiveThought, progress_with_thought
 from runtime.retry_notice import RetryNotices
 from runtime.run_control import ended_line, run_input_of
 from runtime.run_result import ended_result
@@ -46,8 +49,9 @@ STALL_SECONDS = 2.0
 LOST_RETRY_SECONDS = 60.0
 """How long to wait for a server that stopped answering before giving up."""
 CLEAR_LINE = "\r\x1b[K"
-"""Carriage return and erase-line: redraws the progress line in place. The
-only control sequence the starter prints; the run's own text goes through
+"""Carriage return and erase-line: redraws the progress line in place. With
+the dim and reset around a streamed thought (runtime/live_print.py), the
+only control sequences the starter prints; the run's own text goes through
 `inert` first."""
 
 
@@ -135,8 +139,11 @@ class AgentProgress:
         interactive: bool,
         indent: str = "",
         converter: DataConverter | None = None,
+        live_root: Path | None = None,
     ) -> None:
-        """`converter`: the client's, to read the run's input (its step limit) from history."""
+        """`converter`: the client's, to read the run's input (its step limit) from history.
+        `live_root`: the workspace root whose live journal shows the run's
+        streamed thought on the progress line (a terminal only); None: not shown."""
         self.handle, self.out, self.interactive, self.indent = handle, out, interactive, indent
         self.converter = converter
         self.printed = 0
@@ -151,6 +158,8 @@ class AgentProgress:
         """On a terminal, a progress line is redrawn in place under the step lines."""
         self.step_started = time.monotonic()
         self.last_tool = ""
+        self.status: AgentStatus | None = None
+        self.thought = LiveThought(live_root, handle.id, self._redraw) if live_root is not None and self.live else None
 
     def _print(self, text: str) -> None:
         prefix = CLEAR_LINE if self.live else ""
@@ -165,7 +174,14 @@ class AgentProgress:
         return [self.handle.id]
 
     def _progress(self, status: AgentStatus) -> None:
-        if not self.live or self.answering is not None and not self.answering.done():
+        self.status = status
+        if self.thought is not None:
+            self.thought.start()
+        self._redraw()
+
+    def _redraw(self) -> None:
+        status = self.status
+        if status is None or not self.live or self.answering is not None and not self.answering.done():
             return
         elapsed = time.monotonic() - self.step_started
         tool = f" · after {self.last_tool}" if self.last_tool else ""
@@ -173,7 +189,8 @@ class AgentProgress:
             f"{self.indent}… step {status.step}/{status.max_steps}{tool} · {elapsed:.0f} s · "
             f"{spent_text(status.usage, status.cost)}"
         )
-        self.out.write(CLEAR_LINE + inert(line))
+        thought = self.thought.shown_after(self.last_step) if self.thought is not None else ""
+        self.out.write(CLEAR_LINE + progress_with_thought(line, thought, shutil.get_terminal_size().columns))
         self.out.flush()
 
     async def poll(self) -> None:
@@ -227,6 +244,8 @@ class AgentProgress:
     def close(self) -> None:
         if self.answering is not None:
             let_go(self.answering)
+        if self.thought is not None:
+            self.thought.stop()
         self.clear_line()
 
 
@@ -234,8 +253,11 @@ class FlowProgress:
     """Prints a PlanningFlow's plan, each step's start and outcome, and the steps of
     the child run that is working."""
 
-    def __init__(self, client: Client, handle: WorkflowHandle, out: TextIO, interactive: bool) -> None:
+    def __init__(
+        self, client: Client, handle: WorkflowHandle, out: TextIO, interactive: bool, live_root: Path | None = None
+    ) -> None:
         self.client, self.handle, self.out, self.interactive = client, handle, out, interactive
+        self.live_root = live_root
         self.plan_shown = False
         self.statuses: dict[int, tuple[str, StepStatus]] = {}
         self.children: dict[str, AgentProgress] = {}
@@ -271,7 +293,7 @@ class FlowProgress:
         if run_id not in self.children:
             handle = self.client.get_workflow_handle(run_id, result_type=AgentRunResult)
             self.children[run_id] = AgentProgress(
-                handle, self.out, self.interactive, indent="    ", converter=self.client.data_converter
+                handle, self.out, self.interactive, "    ", self.client.data_converter, self.live_root
             )
         return self.children[run_id]
 
@@ -461,14 +483,20 @@ async def _until_done(handle: WorkflowHandle, progress: AgentProgress | FlowProg
 
 
 async def follow(
-    handle: WorkflowHandle, out: TextIO = sys.stdout, interactive: bool | None = None, watch: Watch | None = None
+    handle: WorkflowHandle,
+    out: TextIO = sys.stdout,
+    interactive: bool | None = None,
+    watch: Watch | None = None,
+    live_root: Path | None = None,
 ) -> AgentRunResult:
     """Print an agent run's steps as they happen; answer questions in a terminal.
     A run that ends without a result raises RunEnded; with a `watch`, a server
-    that stops answering for good raises ServerLost."""
+    that stops answering for good raises ServerLost. `live_root`: the
+    workspace root whose journal shows the streamed thought (a terminal only)."""
     interactive = sys.stdin.isatty() if interactive is None else interactive
     converter = watch.client.data_converter if watch is not None else None
-    return await _until_done(handle, AgentProgress(handle, out, interactive, converter=converter), watch)
+    progress = AgentProgress(handle, out, interactive, converter=converter, live_root=live_root)
+    return await _until_done(handle, progress, watch)
 
 
 async def follow_flow(
@@ -477,7 +505,8 @@ async def follow_flow(
     out: TextIO = sys.stdout,
     interactive: bool | None = None,
     watch: Watch | None = None,
+    live_root: Path | None = None,
 ) -> PlanningFlowResult:
     """Print a PlanningFlow's progress, with the steps of each child run."""
     interactive = sys.stdin.isatty() if interactive is None else interactive
-    return await _until_done(handle, FlowProgress(client, handle, out, interactive), watch)
+    return await _until_done(handle, FlowProgress(client, handle, out, interactive, live_root), watch)
