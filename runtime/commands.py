@@ -199,10 +199,11 @@ async def execute(command: Command, following: Following | None = None, out: Tex
 
 def live_root(settings: Settings, command: Command) -> Path | None:
     """The workspace root whose live journal the follower reads ([live] print,
-    --no-stream), when it is on this machine; None: the thought is not shown."""
+    --no-stream); None: the thought is not shown. A journal is found only
+    where the run's worker writes it, the same root on this machine (a worker
+    started with the command may make the root after the run starts)."""
     wanted = getattr(command, "stream", True) and settings.live.print
-    root = settings.workspace_root
-    return root if wanted and root.is_dir() else None
+    return settings.workspace_root if wanted else None
 
 
 def chat_without_terminal_is_refused(command: Chat) -> None:

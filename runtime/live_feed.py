@@ -21,6 +21,9 @@ from agent_model.live_events import MAX_LINE_BYTES, LiveEvent, decode, journal_p
 
 POLL_SECONDS = 0.02
 """Between looks at the journal: the writer batches at most 20 times a second."""
+MISSING_POLL_SECONDS = 0.1
+"""Between looks for a journal that is not there (yet, or ever: a worker on
+another machine writes its own): a new file's first event waits this long at most."""
 READ_BYTES = 256 * 1024
 """Read at once; a journal is at most a few MiB."""
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -96,7 +99,7 @@ async def follow_think(root: Path, run_dir: str, step: int | None = None) -> Asy
             if journal is None:
                 journal = _open(path)
                 if journal is None:
-                    await asyncio.sleep(POLL_SECONDS)
+                    await asyncio.sleep(MISSING_POLL_SECONDS)
                     continue
             lines = journal.lines()
             if lines is None:
