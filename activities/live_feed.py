@@ -186,6 +186,8 @@ class ThinkJournal:
         self._queued: list[tuple[Channel, str]] = []
         """Text not yet written: merged into one event per channel run when written."""
         self._ending = False
+        self._ended = asyncio.Event()
+        """Set at the think's end: the last write goes at once, not after the interval."""
         self._wake = asyncio.Event()
         self._fd: int | None = None
         self._broken = feed.stalled is not None and not feed.stalled.done()
@@ -212,6 +214,7 @@ class ThinkJournal:
             return
         self._release()
         self._ending = True
+        self._ended.set()
         self._wake.set()
         try:
             # shield: the think's end waits CLOSE_WAIT at most for the last write.
@@ -293,7 +296,12 @@ class ThinkJournal:
                 return
             if end is not None:
                 return
-            await asyncio.sleep(max(0.0, interval - (time.monotonic() - began)))
+            rest = interval - (time.monotonic() - began)
+            if rest > 0:
+                try:
+                    await asyncio.wait_for(self._ended.wait(), rest)
+                except asyncio.TimeoutError:
+                    pass
 
     def _write(self, lines: list[bytes], end: bytes | None) -> None:
         """In a writing thread: the first batch opens the journal; past

@@ -15,7 +15,9 @@ and the think asks again without streaming.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +40,10 @@ MAX_STREAM_BYTES = 16 * 1024 * 1024
 model, so a reply within MAX_REPLY_BYTES streams in a few times its size."""
 MAX_LINE_BYTES = MAX_BODY_BYTES
 """Of one line of the event stream (one chunk's JSON)."""
+READ_INTERVAL = 0.05
+"""Seconds between reads of a stream that trickles: at most 20 wake-ups a second."""
+SOCKET_WAIT = 0.001
+"""A piece that took longer than this came from the socket, not from what was read already."""
 DONE = b"[DONE]"
 EVENT_STREAM = "text/event-stream"
 
@@ -121,7 +127,9 @@ def _chunk(data: bytes, where: str) -> Any:
 
 async def _read_stream(response: httpx2.Response, on_text: OnText, where: str) -> Streamed:
     assembler, events, size = ChunkAssembler(), _Events(), 0
+    asked = slept = time.monotonic()
     async for piece in response.aiter_bytes():
+        waited = time.monotonic() - asked > SOCKET_WAIT
         size += len(piece)
         if size > MAX_STREAM_BYTES:
             raise reply_too_large(f"the reply streamed over the limit of {MAX_STREAM_BYTES} bytes")
@@ -130,6 +138,15 @@ async def _read_stream(response: httpx2.Response, on_text: OnText, where: str) -
                 return _assembled(assembler)
             for channel, text in assembler.add(_chunk(data, where)):
                 on_text(channel, text)
+        if waited and not assembler.finished:
+            # This piece was waited for. A wake-up per token costs more CPU than
+            # the token (the HTTP stack's read machinery): let the next tokens
+            # gather in the socket; the journal is written this often anyway.
+            rest = READ_INTERVAL - (time.monotonic() - slept)
+            if rest > 0:
+                await asyncio.sleep(rest)
+            slept = time.monotonic()
+        asked = time.monotonic()
     for data in events.end():
         if data.strip() != DONE:
             for channel, text in assembler.add(_chunk(data, where)):

@@ -120,6 +120,11 @@ class ChunkAssembler:
                 added.append(("tool_call", text))
         return added
 
+    @property
+    def finished(self) -> bool:
+        """A choice has its finish reason: what follows is the usage and the end."""
+        return any(choice.finish_reason is not None for choice in self.choices.values())
+
     def completion(self) -> dict[str, Any]:
         """The body a non-streamed call would have answered."""
         choices = []

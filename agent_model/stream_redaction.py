@@ -36,10 +36,13 @@ class PieceRedactor:
         text = self.pending
         held = 0
         for secret in self.secrets:
-            for length in range(min(len(secret) - 1, len(text)), held, -1):
-                if text.endswith(secret[:length]):
-                    held = length
+            # The leftmost place within reach where the text's end begins the secret.
+            place = text.find(secret[0], max(0, len(text) - len(secret) + 1))
+            while place != -1:
+                if secret.startswith(text[place:]):
+                    held = max(held, len(text) - place)
                     break
+                place = text.find(secret[0], place + 1)
         cut = len(text) - held
         moved = True
         while moved and cut > 0:

@@ -48,7 +48,8 @@ each tool call's id and name and then its arguments in pieces, a chunk with
 the finish reason, a chunk with the usage when the request asked for it
 (``stream_options.include_usage``) and ``stream_usage`` is on, then
 ``data: [DONE]``. The assembled reply is exactly the non-streamed one.
-``chunk_delay`` seconds pass before each piece; ``chunk_gate`` (a
+``chunk_delay`` seconds pass before each piece (on a schedule: n pieces
+take n times as long); ``chunk_gate`` (a
 threading.Event), when set up, holds every stream after its first piece
 until it is set. Each piece's send time (time.time()) and text are in
 ``RecordedRequest.chunks_sent``. Every other response object answers a
@@ -566,11 +567,14 @@ class _Handler(BaseHTTPRequestHandler):
         ]
         try:
             self.connection.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
-            first = True
+            first, paced, started = True, 0, time.monotonic()
             for text, chunk in _stream_chunks(completion, fake.chunk_chars, self._wants_usage(rec)):
-                if text and (fake.chunk_delay > 0 and self._pause(fake.chunk_delay) != "ok"):
-                    self.close_connection = True
-                    return
+                if text and fake.chunk_delay > 0:
+                    # Against a schedule, not one pause after another: n pieces take n * chunk_delay.
+                    paced += 1
+                    if self._pause(max(0.0, started + paced * fake.chunk_delay - time.monotonic())) != "ok":
+                        self.close_connection = True
+                        return
                 if text and not first and fake.chunk_gate is not None and self._gate(fake.chunk_gate) != "ok":
                     self.close_connection = True
                     return

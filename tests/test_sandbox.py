@@ -92,6 +92,33 @@ for path in ["/etc/dm-test", os.path.expanduser("~/../escape.txt"), "../escape.t
     assert not Path("/tmp/private.txt").exists()  # /tmp is private to the call
 
 
+async def test_the_live_journals_are_neither_readable_nor_forgeable(setup):
+    """The journals of the live feed lie beside the run directories (activities/live_feed.py)."""
+    from activities.live_feed import LiveFeed
+    from agent_model.live_events import journal_path
+
+    workspace, sandbox, _ = setup
+    async with LiveFeed(workspace.root).journal("run-1", 1) as journal:
+        journal.add("content", "a thought of run-1")
+    path = journal_path(workspace.root, "run-1")
+    out = await python(workspace, sandbox, f"""
+import os
+for attempt in ("read", "write"):
+    try:
+        if attempt == "read":
+            print("read:", open({str(path)!r}).read())
+        else:
+            os.makedirs({str(path.parent)!r}, exist_ok=True)
+            open({str(path)!r}, "w").write("forged")
+            print("wrote")
+    except OSError as e:
+        print(attempt, "refused", type(e).__name__)
+print(sorted(os.listdir({str(workspace.root)!r})))
+""")
+    assert "a thought of run-1" not in out and "read refused" in out, out
+    assert "forged" not in path.read_text() and "a thought of run-1" in path.read_text()
+
+
 async def test_other_runs_the_code_and_the_config_are_not_there(setup):
     workspace, sandbox, config = setup
     out = await python(workspace, sandbox, f"""
