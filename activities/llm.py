@@ -233,10 +233,11 @@ class LLMActivities:
         """The model's completion: streamed into the run's journal when the
         worker has a live feed and the endpoint streams, else one plain call."""
         client = self._client(name)
-        if self.live is None or name in self.plain or not activity.in_activity():
+        run_id = activity.info().workflow_id if activity.in_activity() else None
+        if self.live is None or name in self.plain or run_id is None:
             return await complete(client, body, settings.model, where)
         try:
-            async with self.live.journal(activity.info().workflow_id, step) as journal:
+            async with self.live.journal(run_id, step) as journal:
                 answer = await complete_streaming(client, body, settings.model, where, journal.add)
         except StreamingRefused as e:
             self.plain.add(name)

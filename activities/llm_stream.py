@@ -6,8 +6,9 @@ workflow and its history see only that completion.
 
 Every failure is classified as llm_client.py classifies it (statuses,
 Retry-After, connection errors, timeouts). Bounds: MAX_STREAM_BYTES of
-events in all, each line within MAX_LINE_BYTES; the reply's own limit
-(MAX_REPLY_BYTES) is checked on the result, as for a plain call. A server
+events in all, each line within MAX_LINE_BYTES, and the stream ends as soon
+as what it says is over MAX_REPLY_BYTES; the reply's own limit is checked on
+the result too, as for a plain call. A server
 that answers the stream request with a plain JSON body is read as a plain
 reply; one that refuses to stream (a 4xx that says so) raises StreamingRefused,
 and the think asks again without streaming.
@@ -29,15 +30,17 @@ from openai.types.chat import ChatCompletion
 from temporalio.exceptions import ApplicationError
 
 from activities.llm_client import (
-    CHAT_COMPLETIONS_PATH, MAX_BODY_BYTES, RETRYABLE_STATUS, as_sdk_error, classify, completion_from, read_body,
+    CHAT_COMPLETIONS_PATH, MAX_BODY_BYTES, MAX_REPLY_BYTES, RETRYABLE_STATUS, as_sdk_error, classify, completion_from, read_body,
     reply_too_large,
 )
 from agent_model.errors import LLM_INVALID_RESPONSE_ERROR, LLM_UNAVAILABLE_ERROR
+from agent_model.live_events import Channel
 from agent_model.stream_assembly import ChunkAssembler
 
-MAX_STREAM_BYTES = 16 * 1024 * 1024
-"""Of all the events of one reply: each chunk repeats the reply's id and
-model, so a reply within MAX_REPLY_BYTES streams in a few times its size."""
+MAX_STREAM_BYTES = 64 * 1024 * 1024
+"""Of all the events of one reply. Each chunk repeats the reply's id and model
+around a token or so (~200 bytes for ~4 characters), so a reply near
+MAX_REPLY_BYTES streams in some 30 MiB; what it says is bounded sooner (below)."""
 MAX_LINE_BYTES = MAX_BODY_BYTES
 """Of one line of the event stream (one chunk's JSON)."""
 READ_INTERVAL = 0.05
@@ -47,7 +50,7 @@ SOCKET_WAIT = 0.001
 DONE = b"[DONE]"
 EVENT_STREAM = "text/event-stream"
 
-OnText = Callable[[str, str], None]
+OnText = Callable[[Channel, str], None]
 """(channel, text): what a chunk added to the reply, for the live feed."""
 
 
@@ -138,6 +141,12 @@ async def _read_stream(response: httpx2.Response, on_text: OnText, where: str) -
                 return _assembled(assembler)
             for channel, text in assembler.add(_chunk(data, where)):
                 on_text(channel, text)
+        if assembler.characters > MAX_REPLY_BYTES:
+            # Each character is a byte at least: the reply is too large already.
+            raise reply_too_large(
+                f"the reply streamed over {MAX_REPLY_BYTES} characters of content and tool calls, "
+                f"over the limit of {MAX_REPLY_BYTES} bytes"
+            )
         if waited and not assembler.finished:
             # This piece was waited for. A wake-up per token costs more CPU than
             # the token (the HTTP stack's read machinery): let the next tokens

@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-Delta = tuple[str, str]
+from agent_model.live_events import Channel
+
+Delta = tuple[Channel, str]
 """(channel, text) that a chunk added: "content", or "tool_call" for a call's name and arguments."""
 
 
@@ -53,6 +55,8 @@ class ChunkAssembler:
         self.usage: Any = None
         self.system_fingerprint: Any = None
         self.choices: dict[int, _Choice] = {}
+        self.characters = 0
+        """Of content, refusals, tool-call names and arguments, all choices together."""
 
     def add(self, chunk: Any) -> list[Delta]:
         """Takes one chunk in; returns the text it added to the first choice, for the live feed."""
@@ -76,6 +80,7 @@ class ChunkAssembler:
             if not isinstance(delta, dict):
                 continue
             deltas = self._delta(own, delta)
+            self.characters += sum(len(text) for _, text in deltas) + len(_text(delta.get("refusal")))
             if index == 0:
                 added += deltas
         return added

@@ -43,7 +43,8 @@ Streaming
 ---------
 A request with ``"stream": true`` gets a :class:`Reply` (and
 :class:`EmptyChoices`) as server-sent events, as OpenAI sends them: a first
-chunk with the role, the content in pieces of ``chunk_chars`` characters,
+chunk with the role, the content in pieces of ``chunk_chars`` characters
+(longer for a text of more than MAX_PIECES pieces),
 each tool call's id and name and then its arguments in pieces, a chunk with
 the finish reason, a chunk with the usage when the request asked for it
 (``stream_options.include_usage``) and ``stream_usage`` is on, then
@@ -685,8 +686,13 @@ class _ScriptExhausted(Exception):
     pass
 
 
+MAX_PIECES = 2000
+"""Pieces of one text at most: a huge reply streams in longer pieces, so a
+test of size limits does not send a hundred thousand chunks."""
+
+
 def _pieces(text: str, size: int) -> list[str]:
-    size = max(1, size)
+    size = max(1, size, -(-len(text) // MAX_PIECES))
     return [text[i:i + size] for i in range(0, len(text), size)]
 
 
