@@ -44,6 +44,8 @@ WRITES_PER_SECOND = 20
 MAX_THINK_BYTES = 4 * 1024 * 1024
 """Of one think's journal: a reply is at most 512 KiB (activities/llm_client.py
 MAX_REPLY_BYTES); what streams past this is not written."""
+SETTLE_SECONDS = 0.005
+"""A write waits this long after the first token it carries, for the rest of its batch."""
 CLOSE_WAIT = 1.0
 """Seconds a think waits at its end for the last write; a disk that hangs
 longer loses the journal's end, never the think's result."""
@@ -187,7 +189,7 @@ class ThinkJournal:
         """Text not yet written: merged into one event per channel run when written."""
         self._ending = False
         self._ended = asyncio.Event()
-        """Set at the think's end: the last write goes at once, not after the interval."""
+        """Set at the think's end: the last write goes at once, whatever the rate."""
         self._wake = asyncio.Event()
         self._fd: int | None = None
         self._broken = feed.stalled is not None and not feed.stalled.done()
@@ -283,6 +285,10 @@ class ThinkJournal:
         interval = 1 / WRITES_PER_SECOND
         while True:
             await self._wake.wait()
+            if not self._ending:
+                # The stream's reader hands over a batch of tokens in several
+                # steps of the event loop: take it whole, not its first token.
+                await asyncio.sleep(SETTLE_SECONDS)
             self._wake.clear()
             lines = self._lines()
             end = self._event("think_ended") if self._ending else None
