@@ -2,8 +2,9 @@
 to a journal that followers read (runtime/live_feed.py) while the think runs.
 
 The journal of a run is `<workspace root>/.live/<name>/think.jsonl`, where
-`<name>` is what agent_model/workspace_names.py makes of the run's workflow
-id. It lies outside every run directory, and the tool sandbox shows tool code
+`<name>` is the run's directory name (a flow's step runs share the flow's,
+one think at a time; without one, what agent_model/workspace_names.py makes
+of the workflow id). It lies outside every run directory, and the tool sandbox shows tool code
 an empty workspace root (activities/tools/sandbox.py), so neither the model's
 code nor the editor can read or forge it. Directories are 0700 and the file
 0600; every name is opened beneath its parent's descriptor without following
@@ -23,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import stat
 import time
 import uuid
@@ -53,6 +55,8 @@ STALE_SECONDS = 24 * 3600
 """A run's journal untouched this long is removed (at the worker's first think):
 the run is long past that think."""
 
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
+"""A run directory's name (activities/workspace.py checks it likewise): never "." or "..", never a path."""
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -155,8 +159,10 @@ class LiveFeed:
         """A write that outlasted its think's CLOSE_WAIT: until it returns,
         thinks write no journal (a hung disk costs one think a second, not every think)."""
 
-    def journal(self, run_id: str, step: int | None) -> ThinkJournal:
-        return ThinkJournal(self, run_id, step)
+    def journal(self, run_id: str, step: int | None, directory: str | None = None) -> ThinkJournal:
+        """The journal of a think of run `run_id` (its workflow id) at `step`,
+        under the run's directory name `directory` (None: the workflow id's)."""
+        return ThinkJournal(self, run_id, step, directory)
 
     def failed(self, run_id: str, error: BaseException) -> None:
         """A journal gave up: said once per worker, as it is likely to recur."""
@@ -178,9 +184,9 @@ class ThinkJournal:
     """One think's journal: `async with` it around the call, `add` each piece
     of text as it streams."""
 
-    def __init__(self, feed: LiveFeed, run_id: str, step: int | None) -> None:
+    def __init__(self, feed: LiveFeed, run_id: str, step: int | None, directory: str | None = None) -> None:
         self.feed, self.run_id, self.step = feed, run_id, step
-        self.name = journal_dir_name(run_id)
+        self.name = directory if directory and _SAFE_NAME.fullmatch(directory) else journal_dir_name(run_id)
         secrets = feed.redactor.secrets
         self._pieces = {channel: PieceRedactor(secrets, feed.redactor.text) for channel in ("content", "tool_call")}
         self._channel: Channel = "content"

@@ -228,7 +228,7 @@ class LLMActivities:
         return self._clients[name]
 
     async def _call(
-        self, name: str, settings: LLMSettings, body: dict[str, Any], where: str, step: int | None
+        self, name: str, settings: LLMSettings, body: dict[str, Any], where: str, request: ThinkRequest
     ) -> ChatCompletion:
         """The model's completion: streamed into the run's journal when the
         worker has a live feed and the endpoint streams, else one plain call."""
@@ -237,7 +237,7 @@ class LLMActivities:
         if self.live is None or name in self.plain or run_id is None:
             return await complete(client, body, settings.model, where)
         try:
-            async with self.live.journal(run_id, step) as journal:
+            async with self.live.journal(run_id, request.step, request.workspace) as journal:
                 answer = await complete_streaming(client, body, settings.model, where, journal.add)
         except StreamingRefused as e:
             self.plain.add(name)
@@ -297,7 +297,7 @@ class LLMActivities:
         body = request_params(settings, request, parts, shown)
         asked = time.monotonic()
         where = f"at {settings.endpoint} (attempt {activity.info().attempt if activity.in_activity() else 1})"
-        completion = await self._call(name, settings, body, where, request.step)
+        completion = await self._call(name, settings, body, where, request)
 
         choices = completion.choices
         if not choices:

@@ -8,10 +8,12 @@ Every failure is classified as llm_client.py classifies it (statuses,
 Retry-After, connection errors, timeouts). Bounds: MAX_STREAM_BYTES of
 events in all, each line within MAX_LINE_BYTES, and the stream ends as soon
 as what it says is over MAX_REPLY_BYTES; the reply's own limit is checked on
-the result too, as for a plain call. A server
-that answers the stream request with a plain JSON body is read as a plain
-reply; one that refuses to stream (a 4xx that says so) raises StreamingRefused,
-and the think asks again without streaming.
+the result too, as for a plain call. A stream that trickles is read at most
+READ_INTERVAL apart, so tokens arrive in batches: each wake-up of the HTTP
+stack costs more CPU than a token (BENCHMARKS.md, P12), and the journal is
+written no more often. A server that answers the stream request with a plain
+JSON body is read as a plain reply; one that refuses to stream (a 4xx that
+says so) raises StreamingRefused, and the think asks again without streaming.
 """
 
 from __future__ import annotations

@@ -50,11 +50,13 @@ class ThinkRequest(BaseModel):
     """None: the request is complete as it is."""
     workspace: str | None = None
     """Name of the run's directory on the workers, where the window's
-    image_file paths lead (None: their images are not sent)."""
+    image_file paths lead (None: their images are not sent), and the name of
+    the run's live journal (agent_model/live_events.py; None: named after the
+    workflow id, as a directory would be)."""
     step: int | None = None
-    """The run's step this think is for, named in the live feed's events
-    (agent_model/live_events.py); None: a think outside a step (a flow's
-    planning) or scheduled by code that predates it."""
+    """The run's step this think is for, named in the live feed's events;
+    None: a think outside a step (a flow's planning) or scheduled by code
+    that predates it."""
 
 
 class ThinkResponse(BaseModel):

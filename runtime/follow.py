@@ -23,6 +23,7 @@ from agent_model.flow import PlanningFlowResult
 from agent_model.plan import Plan, StepStatus
 from agent_model.run import AgentRunResult, AgentStatus, HumanAnswer, HumanQuestion, StepRecord
 from agent_model.run import resolved_profile
+from agent_model.workspace_names import workspace_name_for
 from runtime.approval_prompt import ask_approval
 from runtime.cli import mute_temporal_logs
 from runtime.connection import is_unreachable
@@ -82,6 +83,21 @@ async def step_limit(handle: WorkflowHandle, converter: DataConverter | None) ->
     except Exception:  # RPCError, an input of another shape, an unknown agent: the line falls back
         return None
     return None
+
+
+async def run_directory(handle: WorkflowHandle, converter: DataConverter | None) -> str:
+    """The run's directory name, which names its live journal: from its
+    input (a flow's step runs work in the flow's), else its id's."""
+    if converter is not None:
+        try:
+            async for event in handle.fetch_history_events(page_size=1):
+                run = await run_input_of(converter, event.workflow_execution_started_event_attributes)
+                if run.workspace:
+                    return run.workspace
+                break
+        except Exception:  # noqa: BLE001 (RPCError, an input of another shape: the id's name, as the workflow's default)
+            pass
+    return workspace_name_for(handle.id)
 
 
 async def read_line(stream: TextIO) -> str:
@@ -159,7 +175,11 @@ class AgentProgress:
         self.step_started = time.monotonic()
         self.last_tool = ""
         self.status: AgentStatus | None = None
-        self.thought = LiveThought(live_root, handle.id, self._redraw) if live_root is not None and self.live else None
+        self.thought = (
+            LiveThought(live_root, lambda: run_directory(handle, converter), self._redraw)
+            if live_root is not None and self.live
+            else None
+        )
 
     def _print(self, text: str) -> None:
         prefix = CLEAR_LINE if self.live else ""

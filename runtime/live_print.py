@@ -12,10 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from agent_model.live_events import journal_dir_name
 from runtime.live_feed import follow_think
 from runtime.tasks import let_go
 from runtime.terminal_text import inert
@@ -65,10 +64,12 @@ def progress_with_thought(progress: str, thought: str, columns: int) -> str:
 
 
 class LiveThought:
-    """Follows a run's journal; `text` is the current think's so far, `step` its step."""
+    """Follows a run's journal; `text` is the current think's so far, `step`
+    its step. `directory` gives the run's directory name, which names its
+    journal (it may have to read the run's input)."""
 
-    def __init__(self, root: Path, run_id: str, changed: Callable[[], None]) -> None:
-        self.root, self.run_id, self.changed = root, run_id, changed
+    def __init__(self, root: Path, directory: Callable[[], Awaitable[str]], changed: Callable[[], None]) -> None:
+        self.root, self.directory, self.changed = root, directory, changed
         self.text = ""
         self.step: int | None = None
         self.thinking = False
@@ -80,7 +81,7 @@ class LiveThought:
 
     async def _follow(self) -> None:
         with contextlib.suppress(OSError):  # a journal that cannot be read: nothing is shown
-            async for event in follow_think(self.root, journal_dir_name(self.run_id)):
+            async for event in follow_think(self.root, await self.directory()):
                 if event.kind == "think_started":
                     self.text, self.step, self.thinking = "", event.step, True
                 elif event.kind == "token":

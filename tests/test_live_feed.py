@@ -257,3 +257,27 @@ async def test_stale_journals_of_other_runs_are_pruned(tmp_path):
     async with LiveFeed(tmp_path).journal(RUN, 1):
         pass
     assert not old.parent.exists() and recent.exists()
+
+
+async def test_a_journal_is_named_by_the_run_s_directory_when_it_has_one(tmp_path):
+    feed = LiveFeed(tmp_path)
+    async with feed.journal("flow-1/step-2", 1, "flow-1") as journal:
+        journal.add("content", "in the flow's directory")
+    async with feed.journal("odd/run", 1, "../escape") as journal:  # not a directory name: the id's
+        journal.add("content", "x")
+    assert journal_path(tmp_path, "flow-1").exists()
+    assert journal_path(tmp_path, journal_dir_name("odd/run")).exists()
+    assert not (tmp_path / "escape").exists() and sorted(p.name for p in (tmp_path / LIVE_DIR_NAME).iterdir()) == sorted(
+        ["flow-1", journal_dir_name("odd/run")]
+    )
+
+
+async def test_the_run_page_gets_the_tokens_of_the_journal(tmp_path):
+    from runtime.run_page import think_tokens
+
+    async with LiveFeed(tmp_path).journal(RUN, 2) as journal:
+        journal.add("content", "for the page")
+    events = []
+    async for event in think_tokens.think_events(tmp_path, NAME, 2):
+        events.append(event)
+    assert [(e.kind, e.text) for e in events] == [("think_started", ""), ("token", "for the page"), ("think_ended", "")]

@@ -42,7 +42,10 @@ def test_a_narrow_terminal_shows_the_progress_alone():
 
 async def test_the_thought_follows_the_journal_and_hides_once_its_step_is_printed(tmp_path):
     changes = asyncio.Event()
-    thought = LiveThought(tmp_path, "run-7", changes.set)
+    async def directory() -> str:
+        return "run-7"
+
+    thought = LiveThought(tmp_path, directory, changes.set)
     thought.start()
     try:
         async with LiveFeed(tmp_path).journal("run-7", 3) as journal:

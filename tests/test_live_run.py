@@ -16,6 +16,7 @@ from agent_model.live_events import LIVE_DIR_NAME, LiveEvent, journal_dir_name
 from agent_model.profiles import AgentProfile
 from agent_model.run import AgentRunInput, AgentRunResult
 from config.live_settings import LiveSettings
+from runtime.follow import run_directory
 from runtime.live_feed import follow_think
 from runtime.worker_factory import build_worker
 from testkit.fake_openai import Reply, call, terminate
@@ -38,9 +39,9 @@ def script() -> list[Reply]:
     ]
 
 
-async def start(env, settings, run_id: str) -> WorkflowHandle:
+async def start(env, settings, run_id: str, workspace: str | None = None) -> WorkflowHandle:
     return await env.client.start_workflow(
-        AgentWorkflow.run, AgentRunInput(task="look around", profile=PROFILE), id=run_id,
+        AgentWorkflow.run, AgentRunInput(task="look around", profile=PROFILE, workspace=workspace), id=run_id,
         task_queue=settings.task_queue, result_type=AgentRunResult,
     )
 
@@ -152,3 +153,20 @@ async def test_losing_the_journal_mid_run_does_not_touch_the_run(dev_env, fake_l
         result = await final_result(handle)
     assert result.succeeded and result.steps[0].thought == THOUGHT
     assert len(result.steps) == 2 and live.read_text() == "not a directory"
+
+
+async def test_a_run_in_another_run_s_directory_writes_the_journal_there(dev_env, fake_llm, tmp_path):
+    """A flow's step runs work in the flow's directory: their thinks' journal is
+    named after it, and the starter finds it from the run's input."""
+    fake_llm.turns = script()
+    settings = make_settings(fake_llm.base_url, tmp_path / "workspace")
+    run_id = f"flow-x/step-{uuid.uuid4().hex[:6]}"
+    async with build_worker(dev_env.client, settings):
+        handle = await start(dev_env, settings, run_id, workspace="flow-x")
+        result = await final_result(handle)
+    assert result.succeeded
+    journals = sorted(p.parent.name for p in (settings.workspace_root / LIVE_DIR_NAME).glob("*/think.jsonl"))
+    assert journals == ["flow-x"]
+    assert await run_directory(handle, dev_env.client.data_converter) == "flow-x"
+    plain = dev_env.client.get_workflow_handle("no-such-run/at all")
+    assert await run_directory(plain, dev_env.client.data_converter) == journal_dir_name("no-such-run/at all")

@@ -51,9 +51,10 @@ def plain(fake) -> LLMActivities:
     return LLMActivities(llm_settings(fake))
 
 
-def request(step: int | None = 2) -> ThinkRequest:
+def request(step: int | None = 2, workspace: str | None = None) -> ThinkRequest:
     return ThinkRequest(
-        system_prompt="be brief", messages=[user_message("compute")], tools=schemas(["python_execute", "terminate"]), step=step
+        system_prompt="be brief", messages=[user_message("compute")], tools=schemas(["python_execute", "terminate"]),
+        step=step, workspace=workspace,
     )
 
 
@@ -244,3 +245,10 @@ async def test_a_long_stream_heartbeats(fake_llm, tmp_path):
     response = await think(streaming(fake_llm, tmp_path), env=env)
     assert response.message.content == "slow " * 6
     assert len(beats) >= 2
+
+
+async def test_the_journal_is_named_by_the_run_s_directory(fake_llm, tmp_path):
+    fake_llm.turns = [SCRIPT]
+    await think(streaming(fake_llm, tmp_path), request(workspace="the-flow"))
+    assert journal_path(tmp_path, "the-flow").exists()
+    assert not journal_path(tmp_path, journal_dir_name(RUN)).exists()

@@ -224,7 +224,10 @@ async def test_without_a_token_source_the_page_gets_no_tokens_and_with_one_each_
 
     from runtime.run_page import think_tokens
 
-    assert think_tokens.SOURCE is None  # until runtime/live_feed.follow_think is wired in: no tokens, none made up
+    from runtime.live_feed import follow_think as the_live_feed
+
+    assert think_tokens.SOURCE is the_live_feed
+    monkeypatch.setattr(think_tokens, "SOURCE", None)  # no source: no tokens, none made up
     assert [e async for e in think_tokens.think_events(tmp_path, "run-a")] == []
     asked = []
 

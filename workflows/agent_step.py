@@ -153,9 +153,9 @@ class Stepper:
             request = state.context.build(
                 llm=profile.llm, system_prompt=system_prompt, window=window, tools=tools, tool_choice=profile.tool_choice
             )
-            if any(message.image_file for _, message in window):
-                request.workspace = self.tools.workspace  # where the worker finds the screenshots
-            request.step = state.step  # for the live feed's events; the model never sees it
+            # Where the worker finds the screenshots and writes the live journal,
+            # and the step the journal's events name; the model sees neither.
+            request.workspace, request.step = self.tools.workspace, state.step
             complete = ContextSync.is_complete(request)
             try:
                 response = await workflow.execute_activity(

@@ -1,12 +1,12 @@
 """The current think's tokens, for the run page's event stream: the one place
 where live token streaming plugs in.
 
-The worker publishes a think's tokens on a side channel while the think runs
-(the `live` branch: runtime/live_feed.follow_think(root, run_dir, step), which
-yields LiveEvents with run_id, step, kind "think_started" | "token" |
-"think_ended", text, channel, at). Until that is merged this module has no
-source and the page shows no tokens; it never makes any up. Wiring it is one
-change here: `SOURCE = follow_think`.
+The worker publishes a think's tokens on a side channel while the think runs:
+its live journal (activities/live_feed.py), read by
+runtime/live_feed.follow_think(root, run_dir, step), which yields LiveEvents
+with run_id, step, kind "think_started" | "token" | "think_ended", text,
+channel, at. A page whose workspace root holds no journal (the worker is on
+another machine, or `[live] stream = false`) shows no tokens; it never makes any up.
 
 Losing the channel never touches the run: the page's steps come from the
 workflow's queries, the tokens only fill the wait for the next step.
@@ -19,14 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runtime.live_feed import follow_think
+
 TOKEN_TEXT_LIMIT = 4096
 """Characters of one token event passed on (a model's token is a few)."""
 
 TokenSource = Callable[[Path, str, int | None], AsyncIterator[Any]]
 """follow_think's shape: (workspace root, the run's directory name, the step or None for any) -> events."""
 
-SOURCE: TokenSource | None = None
-"""runtime/live_feed.follow_think once it is on main; None: no tokens."""
+SOURCE: TokenSource | None = follow_think
+"""Where the tokens come from; None: no tokens."""
 
 
 @dataclass(frozen=True)
