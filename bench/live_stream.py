@@ -10,9 +10,12 @@ thought and one editor call, streamed in CHUNK_CHARS pieces CHUNK_DELAY
 apart; the plain answer waits as long before it is sent, so both take the
 same model time. Per run: wall seconds per step, and the worker process's
 CPU seconds per step (/proc). For the streaming runs this process follows
-the journal (runtime/live_feed.py follow_think): a piece's latency is from
-its send time at the fake (RecordedRequest.chunks_sent) to the moment
-follow_think yields the event that completes it.
+the journal (runtime/live_feed.py follow_think) and, like a browser, the
+run page's event stream (runtime/run_page/, served in this process): a
+piece's latency is from its send time at the fake
+(RecordedRequest.chunks_sent) to the moment follow_think yields the event
+that completes it, and to the moment that event's `token` arrives over the
+page's Server-Sent Events.
 """
 
 from __future__ import annotations
@@ -26,12 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent_model.live_events import LiveEvent, journal_dir_name
+from config.settings import Settings
 from bench.common import Samples, bench_profile, bench_settings, check_result, cpu_seconds, log, start_agent
 from bench.context import Context, Section
 from bench.p2_history import pollers_of, until
 from runtime.live_feed import follow_think
 from testkit.e2e import Child, child_env, start_worker, unique_queue
 from testkit.fake_openai import FakeOpenAI, Reply, call, turn_of
+from testkit.run_page import Page, run_path, serving_page
 from testkit.run_results import final_result
 
 THOUGHT_CHARS = 480
@@ -72,6 +77,25 @@ class Follower:
         async for event in follow_think(root, journal_dir_name(run_id)):
             self.events.append((event, time.time()))
 
+    async def follow_page(self, page: Page, run_id: str) -> None:
+        """The run page's `token` events, read off its event stream as a browser would."""
+        reader, writer = await asyncio.open_connection("127.0.0.1", page.port)
+        head = {"Host": f"127.0.0.1:{page.port}", "Cookie": page.cookie, "Accept": "text/event-stream"}
+        path = run_path(run_id, "events")
+        writer.write((f"GET {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in head.items()) + "\r\n").encode())
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            while True:
+                block = (await reader.readuntil(b"\n\n")).decode()
+                read = time.time()
+                lines = block.split("\n")
+                if "event: token" not in lines:
+                    continue
+                data = json.loads("".join(line[6:] for line in lines if line.startswith("data: ")))
+                self.events.append((LiveEvent(run_id, data["step"], data["kind"], data["text"], data["channel"]), read))
+        finally:
+            writer.close()
+
     def content_by_step(self) -> dict[int, list[tuple[int, float]]]:
         """Per step, each content event as (characters of content so far, read time)."""
         out: dict[int, list[tuple[int, float]]] = {}
@@ -104,22 +128,29 @@ def latencies(fake: FakeOpenAI, run_id: str, follower: Follower) -> list[float]:
     return found
 
 
-async def one_run(ctx: Context, settings, worker: Child, steps: int, fake: FakeOpenAI, follow: bool):
-    follower = Follower()
+async def one_run(ctx: Context, settings, worker: Child, steps: int, fake: FakeOpenAI, page: Page | None):
+    """Per step wall and CPU, and the token latencies to the follower and to the page (with a page)."""
+    follower, on_page = Follower(), Follower()
     handle = await start_agent(ctx.client, settings, bench_profile(steps, ["str_replace_editor"]), {})
-    task = asyncio.ensure_future(follower.follow(settings.workspace_root, handle.id)) if follow else None
+    tasks = [] if page is None else [
+        asyncio.ensure_future(follower.follow(settings.workspace_root, handle.id)),
+        asyncio.ensure_future(on_page.follow_page(page, handle.id)),
+    ]
     cpu, began = cpu_seconds(worker.pid), time.perf_counter()
     try:
         result = await asyncio.wait_for(final_result(handle), 300)
     finally:
         wall, used = time.perf_counter() - began, cpu_seconds(worker.pid) - cpu
-        if task is not None:
-            await asyncio.sleep(0.2)  # the last think's end reaches the follower
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        if tasks:
+            await asyncio.sleep(0.2)  # the last think's end reaches the followers
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
     # Every step thinks; at its step limit the run ends without terminate.
     check_result(result, steps, "P12 run")
-    return wall / steps, used / steps, latencies(fake, handle.id, follower) if follow else []
+    if page is None:
+        return wall / steps, used / steps, [], []
+    return wall / steps, used / steps, latencies(fake, handle.id, follower), latencies(fake, handle.id, on_page)
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -132,7 +163,7 @@ async def run(ctx: Context) -> Section:
     scratch = ctx.scratch / "p11"
     root = ctx.workspace("p11")
     fake = FakeOpenAI(responder=answer, api_key=KEY, chunk_chars=CHUNK_CHARS, chunk_delay=CHUNK_DELAY).start()
-    workers: dict[str, tuple[Child, object]] = {}
+    workers: dict[str, tuple[Child, Settings]] = {}
     try:
         for mode, stream in (("on", "1"), ("off", "0")):
             queue = unique_queue(f"p11-{mode}")
@@ -151,16 +182,21 @@ async def run(ctx: Context) -> Section:
         wall = {"on": Samples(), "off": Samples()}
         cpu = {"on": Samples(), "off": Samples()}
         token_latency: list[float] = []
-        for rep in range(pairs + 1):  # the first pair warms up
-            for mode in ("on", "off"):
-                child, settings = workers[mode]
-                per_step, cpu_per_step, found = await one_run(ctx, settings, child, steps, fake, follow=mode == "on")
-                if rep:
-                    wall[mode].add(per_step)
-                    cpu[mode].add(cpu_per_step)
-                    token_latency += found
-                log(f"P12 pair {rep}/{pairs} streaming {mode}: {per_step * 1000:.0f} ms/step, "
-                    f"worker CPU {cpu_per_step * 1000:.1f} ms/step" + (f", {len(found)} pieces timed" if found else ""))
+        page_latency: list[float] = []
+        async with serving_page(ctx.client, workers["on"][1]) as page:
+            for rep in range(pairs + 1):  # the first pair warms up
+                for mode in ("on", "off"):
+                    child, settings = workers[mode]
+                    per_step, cpu_per_step, found, shown = await one_run(
+                        ctx, settings, child, steps, fake, page if mode == "on" else None
+                    )
+                    if rep:
+                        wall[mode].add(per_step)
+                        cpu[mode].add(cpu_per_step)
+                        token_latency += found
+                        page_latency += shown
+                    log(f"P12 pair {rep}/{pairs} streaming {mode}: {per_step * 1000:.0f} ms/step, "
+                        f"worker CPU {cpu_per_step * 1000:.1f} ms/step" + (f", {len(found)} pieces timed" if found else ""))
     finally:
         for child, _ in workers.values():
             await child.stop()
@@ -168,6 +204,7 @@ async def run(ctx: Context) -> Section:
     wall_ratio = wall["on"].median / wall["off"].median
     cpu_ratio = cpu["on"].median / cpu["off"].median
     median, p95 = statistics.median(token_latency), percentile(token_latency, 0.95)
+    page_median, page_p95 = statistics.median(page_latency), percentile(page_latency, 0.95)
     section = Section("P12 live streaming")
     section.markdown += [
         f"{pairs} pairs of {steps}-step runs, interleaved (streaming on, off, on, ...); median (min-max) per step. "
@@ -185,10 +222,15 @@ async def run(ctx: Context) -> Section:
         f"p95 **{p95 * 1000:.0f} ms** ({len(token_latency)} pieces). It holds the worker's batching (at most 20 "
         "writes a second), the follower's polling (every 20 ms) and the pieces held back while they may begin "
         "the worker's key. (CPU: the process clock ticks 10 ms; per step it is the run's total over its steps.)",
+        "",
+        f"Token latency, a piece leaving the fake LLM -> its `token` event read off the run page's event stream "
+        f"(`starter.py ui`, in this process): median **{page_median * 1000:.0f} ms**, p95 **{page_p95 * 1000:.0f} ms** "
+        f"({len(page_latency)} pieces); the page follows the same journal and adds its queue and the socket.",
     ]
     section.summary += [
         ("P12 streaming on/off per step, wall", f"{wall_ratio:.2f}", "-", "measured"),
         ("P12 streaming on/off per step, worker CPU", f"{cpu_ratio:.2f}", "-", "measured"),
         ("P12 token latency fake -> follower (median, p95)", f"{median * 1000:.0f} ms, {p95 * 1000:.0f} ms", "-", "measured"),
+        ("P12 token latency fake -> run page (median, p95)", f"{page_median * 1000:.0f} ms, {page_p95 * 1000:.0f} ms", "-", "measured"),
     ]
     return section
