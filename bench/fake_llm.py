@@ -19,6 +19,9 @@ as ``[[bench:{json}]]``; keys:
     slow_turn / slow_delay
               the first attempt of turn ``slow_turn`` waits ``slow_delay``
               seconds instead (retries of that turn answer after ``delay``)
+    turns     after this many tool-call turns, answer in plain text with no
+              tool call (default: call the tool at every turn); the peers'
+              agents (bench/peers/) end their runs on that answer
     run       any text that makes the script unique to one run
 
 The turn of a request is the number of assistant messages in it, as in the
@@ -137,9 +140,11 @@ class FakeLLM:
             await asyncio.sleep(delay)
 
         self.count += 1
-        message: dict = {"role": "assistant", "content": f"Turn {turn}: next action.", "refusal": None}
+        finished = "turns" in script and turn >= int(script["turns"])
+        content = f"Turn {turn}: done, the final answer." if finished else f"Turn {turn}: next action."
+        message: dict = {"role": "assistant", "content": content, "refusal": None}
         finish = "stop"
-        if script.get("tool"):
+        if script.get("tool") and not finished:
             arguments = script.get("first_args") if turn == 0 and "first_args" in script else script.get("args") or {}
             message["tool_calls"] = [
                 {
