@@ -25,8 +25,10 @@ as ``[[bench:{json}]]``; keys:
     run       any text that makes the script unique to one run
 
 The turn of a request is the number of assistant messages in it, as in the
-test fake. The reply text names the turn, so no two replies of a run are
-identical (the agent's stuck detector stays quiet).
+test fake; for a script with ``turns``, at least one past the highest turn
+its tool call ids name (call_<turn>), so that a run whose window dropped its
+oldest turns still ends after ``turns``. The reply text names the turn, so
+no two replies of a run are identical (the agent's stuck detector stays quiet).
 
     python -m bench.fake_llm [--max-seconds S]
 
@@ -128,6 +130,8 @@ class FakeLLM:
             return 400, _error("body is not a chat completions request")
         script, key = _script_of(messages)
         turn = sum(1 for m in messages if m.get("role") == "assistant")
+        if "turns" in script:
+            turn = max(turn, _turn_by_call_ids(messages))
         attempt = self.attempts.get((key, turn), 0)
         self.attempts[(key, turn)] = attempt + 1
         entry = {"run": script.get("run", ""), "turn": turn, "attempt": attempt, "received": received}
@@ -175,6 +179,20 @@ def _script_of(messages: list) -> tuple[dict, str]:
                 return json.loads(found.group(1)), found.group(1)
             return {}, message["content"]
     return {}, ""
+
+
+def _turn_by_call_ids(messages: list) -> int:
+    """One past the highest turn named by a tool call id (call_<turn>) in the
+    request: a long run's window drops its oldest turns, but the newest call
+    it sent back is always there and still names its turn."""
+    named = [
+        int(call["id"][5:])
+        for m in messages
+        if m.get("role") == "assistant"
+        for call in m.get("tool_calls") or []
+        if isinstance(call, dict) and str(call.get("id", "")).startswith("call_") and call["id"][5:].isdigit()
+    ]
+    return max(named) + 1 if named else 0
 
 
 def _error(message: str) -> bytes:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import urllib.request
 from pathlib import Path
 
 import pytest
 
-from bench.common import free_port
+from bench.common import FakeLLMProcess, free_port
 from bench.context import Environment
+from bench.fake_llm import directive_text
 from bench.peers.compare import measure, section
 from bench.peers.legs import PeerLeg, PeerUnavailable
 from bench.peers.peer_harness import Workdir
@@ -97,3 +99,32 @@ def test_the_peers_editor_views_its_file_and_nothing_outside_its_dir():
         assert workdir.view("create", "x.txt").startswith("Error: only `view`")
     finally:
         workdir.close()
+
+
+def _reply(base_url: str, messages: list[dict]) -> dict:
+    request = urllib.request.Request(
+        f"{base_url}/chat/completions", data=json.dumps({"model": "gpt-4o", "messages": messages}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:  # a local fake: seconds at most
+        return json.load(response)["choices"][0]["message"]
+
+
+def test_the_fake_ends_a_turns_script_after_its_turns_even_when_the_window_dropped_the_oldest():
+    task = {"role": "user", "content": "Benchmark run. " + directive_text(
+        {"tool": "str_replace_editor", "args": {"command": "view", "path": "notes.txt"}, "turns": 40, "run": "t"})}
+
+    def turn(n: int) -> list[dict]:  # the assistant message of turn n and its tool's answer
+        call = {"id": f"call_{n}", "type": "function", "function": {"name": "str_replace_editor", "arguments": "{}"}}
+        return [{"role": "assistant", "content": f"Turn {n}", "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": f"call_{n}", "content": "ok"}]
+
+    fake = FakeLLMProcess(max_seconds=120)
+    try:
+        # A 100-message window keeps the task and the newest 33 turns of a 40-turn run.
+        late = _reply(fake.base_url, [task, *[m for n in range(7, 39) for m in turn(n)]])
+        assert late["tool_calls"][0]["id"] == "call_39"
+        last = _reply(fake.base_url, [task, *[m for n in range(7, 40) for m in turn(n)]])
+        assert not last.get("tool_calls") and "final answer" in last["content"]
+    finally:
+        fake.stop()
