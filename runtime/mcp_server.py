@@ -22,8 +22,6 @@ import asyncio
 import contextlib
 import functools
 import io
-import logging
-import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Awaitable, Callable, Literal
@@ -34,7 +32,6 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field, ValidationError
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowFailureError
-from temporalio.service import RPCError
 
 from agent_model.budget import MAX_COST_CEILING, MAX_TOKENS_CEILING
 from agent_model.flow import DEFAULT_FLOW_TIMEOUT_SECONDS, FINALIZE_RESERVE_SECONDS, PlanningFlowResult
@@ -45,9 +42,10 @@ from agent_model.session import MESSAGE_LIMIT
 from agent_model.state import AgentState
 from config.settings import Settings, load_settings
 from runtime import follow_up, run_control
-from runtime.connection import connect_config, is_unreachable
 from runtime.web_ui_link import run_link
+from runtime.failure_line import failure_line as shared_failure_line
 from runtime.in_process_worker import InProcessWorker
+from runtime.listen_probe import listen_problem
 from runtime.mcp_http_record import recorded_while_serving
 from runtime.mcp_token import RequireBearer, load_or_create_token, token_path
 from runtime.run_control import StepsPage, one_line
@@ -56,13 +54,12 @@ from runtime.run_start import (
     check_task_fits, flow_llms, report_worker_for_detached, run_budget, run_llms, start_agent_run, start_planning_flow,
 )
 from runtime.server_choice import connect_for
-from runtime.user_errors import USER_ERRORS, RunControlError, RunEnded, UsageError, encrypted_without_key
+from runtime.user_errors import RunControlError, RunEnded, UsageError
 from workflows import search_attributes
 from agent_model.approval_desk import REASON_CHARS, ApprovalAction, PendingApproval
 from runtime.approvals import deliver_decision, who_decides
 from workflows.agent import AgentWorkflow
 
-log = logging.getLogger(__name__)
 
 SERVER_NAME = "durable-manus"
 TASK_LIMIT = 100_000
@@ -140,15 +137,7 @@ class Runs:
 # ---- errors ----------------------------------------------------------------------------
 
 def failure_line(error: Exception) -> str:
-    error = encrypted_without_key(error) or error
-    if isinstance(error, USER_ERRORS):
-        return one_line(str(error))
-    if isinstance(error, RPCError):
-        if is_unreachable(error):
-            return f"cannot reach the Temporal server at {connect_config()['target_host']} ({one_line(error.message)})"
-        return f"Temporal refused the request: {one_line(error.message)}"
-    log.error("unexpected failure in an MCP tool", exc_info=error)
-    return f"internal error: {type(error).__name__}: {one_line(str(error))}"
+    return shared_failure_line(error, "an MCP tool")
 
 
 def one_line_errors(tool: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
@@ -690,10 +679,5 @@ def token_line(path: Path, token: str, show: bool) -> str:
 def check_can_listen(host: str, port: int) -> None:
     """Fail in one line now, rather than in uvicorn's start-up, when the
     address cannot be listened on (taken, or not this machine's)."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind(address)
-    except OSError as e:
-        raise UsageError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    if (problem := listen_problem(host, port)) is not None:
+        raise UsageError(f"cannot listen on {host}:{port}: {problem.strerror or problem}")

@@ -7,12 +7,10 @@ follow up (follow_up.deliver), cancel (run_control.cancel) and fork
 from __future__ import annotations
 
 import io
-import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from temporalio.client import Client
-from temporalio.service import RPCError
 
 from agent_model.approval import ApprovalMode
 from agent_model.approval_desk import REASON_CHARS, ApprovalAction
@@ -22,15 +20,13 @@ from agent_model.session import MESSAGE_LIMIT
 from config.settings import Settings
 from runtime import fork, follow_up, run_control
 from runtime.approvals import deliver_decision, who_decides
+from runtime.failure_line import failure_line as shared_failure_line
 from runtime.command_line import CALL_ID
-from runtime.connection import connect_config, is_unreachable
-from runtime.run_control import one_line
 from runtime.run_page.html_text import run_url
 from runtime.run_page.pages import FLOW_CHOICE
 from runtime.run_start import check_task_fits, flow_llms, run_budget, run_llms, start_agent_run, start_planning_flow
-from runtime.user_errors import USER_ERRORS, UsageError
+from runtime.user_errors import UsageError
 
-log = logging.getLogger(__name__)
 
 TASK_LIMIT = 100_000
 """Characters of a task (as the MCP server's start_run)."""
@@ -55,14 +51,7 @@ EnsureWorker = Callable[[str], Awaitable[None]]
 
 
 def failure_line(error: Exception) -> str:
-    if isinstance(error, USER_ERRORS):
-        return one_line(str(error))
-    if isinstance(error, RPCError):
-        if is_unreachable(error):
-            return f"cannot reach the Temporal server at {connect_config()['target_host']} ({one_line(error.message)})"
-        return f"Temporal refused the request: {one_line(error.message)}"
-    log.error("run page: an action failed", exc_info=error)
-    return f"internal error: {type(error).__name__}: {one_line(str(error))}"
+    return shared_failure_line(error, "a run page action")
 
 
 def text_field(fields: dict[str, str], name: str, what: str, limit: int, required: bool = True) -> str:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import sys
 from typing import Any, TextIO
 
 from config.settings import load_settings
+from runtime.listen_probe import listen_problem
 from runtime.command_line import RunPage
 from runtime.in_process_worker import InProcessWorker, refuse_unrunnable_worker, worker_command
 from runtime.run_page.app import RunPageApp
@@ -50,13 +50,8 @@ def taken_line(host: str, port: int, error: OSError) -> str:
 
 def check_can_listen(host: str, port: int) -> None:
     """Fail in one line now, before a server or a worker is started."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind(address)
-    except OSError as e:
-        raise PortTaken(taken_line(host, port, e)) from None
+    if (problem := listen_problem(host, port)) is not None:
+        raise PortTaken(taken_line(host, port, problem))
 
 
 async def serve(command: RunPage, out: TextIO | None = None, following: Any = None) -> int:
