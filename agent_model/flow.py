@@ -20,6 +20,11 @@ DEFAULT_MAX_REPLANS = 2
 """How many times a blocked step may trigger a revision of the remaining steps."""
 FINALIZE_RESERVE_SECONDS = 60.0
 """Time kept back from the steps for the closing summary."""
+MAX_PARALLEL_STEPS = 10
+"""Step runs one flow may have at once: each is a child workflow with its own
+thinks and tools on the same workers."""
+DEFAULT_PARALLEL_STEPS = 3
+"""What the starter writes into a new flow's input."""
 FINISH_MARGIN_SECONDS = 5.0
 """The flow returns its result this long before its bound, so that a Temporal
 execution timeout set to the same bound never cuts it off."""
@@ -64,6 +69,10 @@ class PlanningFlowInput(BaseModel):
     approval: dict[str, ApprovalPolicy] | None = None
     """Each executor's approval gates (by agent), resolved by the starter; a
     step's run gets its executor's. None: no gates."""
+    parallel_steps: int = Field(default=1, ge=1, le=MAX_PARALLEL_STEPS)
+    """How many steps may run at once, as concurrent child runs in the shared
+    workspace, when the planner declared that they do not need each other.
+    1 (inputs of older starters): one after another, as flows always ran."""
 
     @property
     def primary_agent(self) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from enum import Enum
-from typing import Any
+from typing import Any, Collection
 
 from pydantic import BaseModel, Field
 
@@ -42,6 +42,10 @@ class PlanStep(BaseModel):
     """Agent key that ran (or will run) the step, in a PlanningFlow."""
     run_id: str | None = None
     """Workflow id of the child run that carried the step out."""
+    depends_on: list[int] | None = None
+    """1-based numbers of the earlier steps this one needs, as the planner
+    declared them; None (not declared): the step before it, so a plan without
+    dependencies runs in order."""
 
     @property
     def finished(self) -> bool:
@@ -75,7 +79,8 @@ class Plan(BaseModel):
         lines.append("")
         lines.append("Steps:")
         for i, step in enumerate(self.steps, start=first_number):
-            lines.append(f"{i}. {step.status.marker} {step.text}")
+            needs = "" if step.depends_on is None else f" (needs: {', '.join(map(str, step.depends_on)) or 'nothing'})"
+            lines.append(f"{i}. {step.status.marker} {step.text}{needs}")
             if step.notes:
                 lines.append(f"   Notes: {step.notes}")
         return "\n".join(lines)
@@ -127,7 +132,7 @@ def _title(title: Any) -> str:
     return clip(str(title).strip(), TITLE_LIMIT)
 
 
-def create(book: PlanBook, plan_id: str | None, title: str | None, steps: Any) -> str:
+def create(book: PlanBook, plan_id: str | None, title: str | None, steps: Any, depends_on: Any = None) -> str:
     if not plan_id:
         raise PlanningError("`plan_id` is required for create")
     if plan_id in book.plans:
@@ -136,25 +141,36 @@ def create(book: PlanBook, plan_id: str | None, title: str | None, steps: Any) -
         raise PlanningError(f"there are already {MAX_PLANS} plans; delete one first")
     if not title or not str(title).strip():
         raise PlanningError("`title` is required for create")
-    plan = Plan(plan_id=plan_id, title=_title(title), steps=[PlanStep(text=t) for t in _steps_argument(steps)])
+    texts = _steps_argument(steps)
+    needs, notes = dependencies_argument(depends_on, len(texts))
+    plan = Plan(
+        plan_id=plan_id,
+        title=_title(title),
+        steps=[PlanStep(text=t, depends_on=n) for t, n in zip(texts, needs)],
+        notes=clip(" ".join(notes), NOTES_LIMIT),
+    )
     book.plans[plan_id] = plan
     book.active = plan_id
     return f"Created plan {plan_id} (now active).\n\n{plan.render()}"
 
 
-def update(book: PlanBook, plan_id: str | None, title: str | None, steps: Any) -> str:
+def update(book: PlanBook, plan_id: str | None, title: str | None, steps: Any, depends_on: Any = None) -> str:
     plan = book.get(plan_id)
     if title:
         plan.title = _title(title)
     if steps is not None:
         old = plan.steps
+        texts = _steps_argument(steps)
+        needs, notes = dependencies_argument(depends_on, len(texts))
         new_steps = []
-        for i, text in enumerate(_steps_argument(steps)):
+        for i, (text, need) in enumerate(zip(texts, needs)):
             if i < len(old) and old[i].text == text:
-                new_steps.append(old[i])  # unchanged text keeps its status and notes
+                new_steps.append(old[i].model_copy(update={"depends_on": need}))  # keeps its status and notes
             else:
-                new_steps.append(PlanStep(text=text))
+                new_steps.append(PlanStep(text=text, depends_on=need))
         plan.steps = new_steps
+        if notes:
+            plan.notes = clip(" ".join(notes), NOTES_LIMIT)
     return f"Updated plan {plan.plan_id}.\n\n{plan.render()}"
 
 
@@ -215,9 +231,9 @@ def run_command(book: PlanBook, arguments: dict[str, Any]) -> str:
     command = arguments.get("command")
     plan_id = _plan_id(arguments.get("plan_id"))
     if command == "create":
-        return create(book, plan_id, arguments.get("title"), arguments.get("steps"))
+        return create(book, plan_id, arguments.get("title"), arguments.get("steps"), arguments.get("depends_on"))
     if command == "update":
-        return update(book, plan_id, arguments.get("title"), arguments.get("steps"))
+        return update(book, plan_id, arguments.get("title"), arguments.get("steps"), arguments.get("depends_on"))
     if command == "list":
         return list_plans(book)
     if command == "get":
@@ -286,7 +302,7 @@ def plan_from_reply(plan_id: str, task: str, tool_calls: list[tuple[str, str]]) 
     book = PlanBook()
     title = arguments.get("title") or title_from_task(task)
     try:
-        create(book, plan_id, title, arguments.get("steps"))
+        create(book, plan_id, title, arguments.get("steps"), arguments.get("depends_on"))
     except PlanningError as e:
         return None, str(e)
     return book.plans[plan_id], ""
@@ -301,12 +317,16 @@ def default_plan(plan_id: str, task: str, why: str) -> Plan:
     )
 
 
-def revised_steps(plan: Plan, blocked_index: int, tool_calls: list[tuple[str, str]]) -> tuple[list[PlanStep] | None, str]:
-    """New steps after `blocked_index` from a replanner's reply, or (None, why not).
+def revised_steps(
+    plan: Plan, blocked_index: int, tool_calls: list[tuple[str, str]], *, keep: int | None = None
+) -> tuple[list[PlanStep] | None, str]:
+    """New steps after the first `keep` (default: up to and including
+    `blocked_index`) from a replanner's reply, or (None, why not).
 
     The model may send the whole list or only the remaining steps: entries that
-    repeat a step up to and including the blocked one are dropped, and the steps
-    already done are never changed.
+    repeat a kept step are dropped, and the kept steps are never changed. The
+    numbers in its `depends_on` count the entries it sent; they are turned into
+    the plan's own step numbers.
     """
     arguments, problem = _planning_arguments(tool_calls)
     if arguments is None:
@@ -315,10 +335,99 @@ def revised_steps(plan: Plan, blocked_index: int, tool_calls: list[tuple[str, st
         texts = _steps_argument(arguments.get("steps"))
     except PlanningError as e:
         return None, str(e)
-    done = {s.text for s in plan.steps[: blocked_index + 1]}
-    remaining = [PlanStep(text=t) for t in texts if t not in done]
+    keep = blocked_index + 1 if keep is None else keep
+    kept_numbers = {s.text: n for n, s in enumerate(plan.steps[:keep], start=1)}
+    needs, _ = dependencies_argument(arguments.get("depends_on"), len(texts))
+    number_of: dict[int, int] = {}
+    remaining: list[PlanStep] = []
+    for sent, (text, need) in enumerate(zip(texts, needs), start=1):
+        if text in kept_numbers:
+            number_of[sent] = kept_numbers[text]
+            continue
+        number_of[sent] = keep + len(remaining) + 1
+        mapped = None if need is None else sorted({number_of[n] for n in need if n in number_of})
+        remaining.append(PlanStep(text=text, depends_on=mapped))
     if not remaining:
         return None, "the revised plan has no steps left to run"
-    if blocked_index + 1 + len(remaining) > MAX_PLAN_STEPS:
+    if keep + len(remaining) > MAX_PLAN_STEPS:
         return None, f"the revised plan would have more than {MAX_PLAN_STEPS} steps"
     return remaining, ""
+
+
+# --- dependencies between steps (PlanningFlow's parallel steps) -----------------------
+
+
+def dependencies_argument(value: Any, step_count: int) -> tuple[list[list[int] | None], list[str]]:
+    """Each step's declared dependencies from the planning tool's `depends_on`
+    (one list of 1-based step numbers per step), and notes on what was dropped.
+
+    Missing (or a null entry): not declared, the step needs the one before it.
+    Only earlier steps can be needed, so the plan never has a cycle: a step's
+    own number, later ones and unknown ones are dropped with a note.
+    """
+    if value is None:
+        return [None] * step_count, []
+    if not isinstance(value, list):
+        return [None] * step_count, ["`depends_on` is not a list of lists of step numbers: ignored."]
+    notes: list[str] = []
+    if len(value) > step_count:
+        notes.append(f"`depends_on` has {len(value)} entries for {step_count} steps: the extra ones were dropped.")
+    needs: list[list[int] | None] = []
+    for number in range(1, step_count + 1):
+        entry = value[number - 1] if number <= len(value) else None
+        if entry is None:
+            needs.append(None)
+            continue
+        if not isinstance(entry, list):
+            notes.append(f"step {number}'s `depends_on` is not a list: it needs the step before it.")
+            needs.append(None)
+            continue
+        valid = sorted({n for n in entry[:MAX_PLAN_STEPS] if type(n) is int and 1 <= n < number})
+        dropped = [repr(n) for n in entry[:MAX_PLAN_STEPS] if not (type(n) is int and 1 <= n < number)]
+        if dropped or len(entry) > MAX_PLAN_STEPS:
+            notes.append(f"step {number} can only need earlier steps: dropped {', '.join(dropped[:5]) or 'extra entries'}.")
+        needs.append(valid)
+    return needs, notes
+
+
+def step_needs(plan: Plan, index: int) -> list[int]:
+    """0-based indices of the steps step `index` (0-based) waits for."""
+    declared = plan.steps[index].depends_on
+    if declared is None:
+        return [index - 1] if index > 0 else []
+    return [n - 1 for n in declared if 0 < n <= index]
+
+
+def ready_steps(plan: Plan, running: Collection[int]) -> list[int]:
+    """Steps (0-based) that can start now: not started, not running, and every
+    step they need has finished (a blocked one is replanned before anything
+    else starts, so finished is enough)."""
+    return [
+        i
+        for i, step in enumerate(plan.steps)
+        if step.status == StepStatus.NOT_STARTED
+        and i not in running
+        and all(plan.steps[n].finished for n in step_needs(plan, i))
+    ]
+
+
+def needs_a_blocked_step(plan: Plan, index: int) -> int | None:
+    """The blocked step (0-based) step `index` needs, directly or through the
+    steps it needs, or None."""
+    seen: set[int] = set()
+    todo = step_needs(plan, index)
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if plan.steps[n].status == StepStatus.BLOCKED:
+            return n
+        todo.extend(step_needs(plan, n))
+    return None
+
+
+def kept_before_replan(plan: Plan) -> int:
+    """How many steps a replan keeps: every step up to the last one that
+    finished (later ones never started, so the replan replaces them)."""
+    return 1 + max((i for i, s in enumerate(plan.steps) if s.finished), default=-1)

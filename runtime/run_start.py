@@ -16,7 +16,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from agent_model.approval import ApprovalMode, ApprovalPolicy
 from agent_model.budget import Budget
 from agent_model.continuation import current_limits
-from agent_model.flow import PlanningFlowInput
+from agent_model.flow import DEFAULT_PARALLEL_STEPS, PlanningFlowInput
 from agent_model.messages import user_message
 from agent_model.profiles import get_profile
 from agent_model.session import SessionTerms
@@ -156,6 +156,7 @@ def planning_flow_input(
     flow.profiles = {agent: with_tool_terms(get_profile(agent)) for agent in executors}
     flow.continuation = current_limits()
     flow.approval = approval
+    flow.parallel_steps = DEFAULT_PARALLEL_STEPS
     return flow
 
 

@@ -36,6 +36,13 @@ SCHEMA = {
                     "items": {"type": "string"},
                     "description": "The plan's steps, in order (create, update).",
                 },
+                "depends_on": {
+                    "type": "array",
+                    "items": {"type": "array", "items": {"type": "integer"}},
+                    "description": "Optional, one entry per step (create, update): the 1-based numbers of "
+                    "the earlier steps it needs; [] for a step that needs none. Steps that do not need "
+                    "each other may run at the same time. Without it each step needs the one before.",
+                },
                 "step_index": {"type": "integer", "description": "0-based index of the step (mark_step)."},
                 "step_status": {
                     "type": "string",

@@ -34,7 +34,10 @@ with workflow.unsafe.imports_passed_through():
         StepStatus,
         default_plan,
         executor_for,
+        kept_before_replan,
+        needs_a_blocked_step,
         plan_from_reply,
+        ready_steps,
         revised_steps,
     )
     from agent_model.profiles import UnknownAgent
@@ -83,6 +86,8 @@ class PlanningFlowWorkflow:
         self.summary: str | None = None
         self.workspace = workspace_name_for(workflow.info().workflow_id)
         self.started = workflow.now()
+        self.running: dict[int, asyncio.Task[bool]] = {}
+        """Steps (0-based) whose runs are in flight, when steps run at once."""
 
     # ---- the flow -------------------------------------------------------------
 
@@ -103,7 +108,10 @@ class PlanningFlowWorkflow:
             return self._result(FlowOutcome.ERROR, str(e))
         try:
             await self._create_plan()
-            outcome, note = await self._run_steps()
+            if flow.parallel_steps > 1:
+                outcome, note = await self._run_steps_concurrently(flow.parallel_steps)
+            else:
+                outcome, note = await self._run_steps()
         except _FlowEnded as end:
             outcome, note = end.outcome, end.note
         except asyncio.CancelledError:
@@ -152,6 +160,80 @@ class PlanningFlowWorkflow:
                     return FlowOutcome.BLOCKED, f"step {index + 1} is blocked ({reason}) and no replans are left"
                 if not await self._replan(index, reason):
                     return FlowOutcome.BLOCKED, f"step {index + 1} is blocked ({reason}) and the plan could not be revised"
+
+    async def _run_steps_concurrently(self, limit: int) -> tuple[FlowOutcome, str | None]:
+        """Up to `limit` steps at once: every step whose needs have finished
+        starts, as a child run; when one ends, newly ready steps start. A
+        blocked step lets the running ones finish, then the plan is revised as
+        in `_run_steps`."""
+        self.running = {}
+        replanned: set[int] = set()
+        """Blocked steps a replan has already answered."""
+        try:
+            while True:
+                stop = self._stop_before_next_step()
+                blocked = [i for i, s in enumerate(self.plan.steps) if s.status == StepStatus.BLOCKED and i not in replanned]
+                if stop is None and not blocked:
+                    for index in ready_steps(self.plan, self.running)[: limit - len(self.running)]:
+                        self.running[index] = asyncio.create_task(self._run_step(index))
+                if self.running:
+                    done, _ = await workflow.wait(list(self.running.values()), return_when=asyncio.FIRST_COMPLETED)
+                    for index in [i for i, task in self.running.items() if task in done]:
+                        self.running.pop(index).result()  # raises when the flow's cancellation reached the step
+                    self._publish()
+                    continue
+                if not blocked:
+                    return stop or self._plan_ended()
+                if (end := await self._after_blocked(blocked[0])) is not None:
+                    return end
+                replanned.update(i for i, s in enumerate(self.plan.steps) if s.status == StepStatus.BLOCKED)
+        except asyncio.CancelledError:
+            await self._cancel_running()
+            raise
+
+    async def _cancel_running(self) -> None:
+        """The flow is cancelled: cancel every running step's run and wait for
+        them to end, so that none outlives the flow."""
+        for task in self.running.values():
+            task.cancel()
+        if self.running:
+            await workflow.wait(list(self.running.values()))
+        self.running = {}
+
+    def _stop_before_next_step(self) -> tuple[FlowOutcome, str] | None:
+        """Why no further step may start (time or budget), or None."""
+        waiting = next((i for i, s in enumerate(self.plan.steps) if s.status == StepStatus.NOT_STARTED), None)
+        if waiting is None:
+            return None
+        if self._time_left() <= timedelta(0):
+            return FlowOutcome.TIMED_OUT, f"the flow's {self.input.timeout_seconds:.0f} s ran out before step {waiting + 1}"
+        if (spent := self._budget_spent()) is not None:
+            return FlowOutcome.BUDGET, f"{spent}; step {waiting + 1} and after were not started"
+        return None
+
+    def _plan_ended(self) -> tuple[FlowOutcome, str | None]:
+        blocked = [str(i + 1) for i, s in enumerate(self.plan.steps) if s.status == StepStatus.BLOCKED]
+        if blocked:
+            return FlowOutcome.BLOCKED, f"the plan ran to its end, but step(s) {', '.join(blocked)} stayed blocked"
+        return FlowOutcome.COMPLETED, None
+
+    async def _after_blocked(self, index: int) -> tuple[FlowOutcome, str] | None:
+        """Step `index` blocked and nothing runs: revise the plan (None), or
+        the flow's end."""
+        reason = self.plan.steps[index].notes
+        if (spent := self._budget_spent()) is not None:
+            return FlowOutcome.BUDGET, f"{spent}; step {index + 1} is blocked ({reason}) and was not replanned"
+        if self._time_left() <= timedelta(0):
+            return FlowOutcome.TIMED_OUT, f"the flow's {self.input.timeout_seconds:.0f} s ran out during step {index + 1}"
+        if self.replans >= self.input.max_replans:
+            return FlowOutcome.BLOCKED, f"step {index + 1} is blocked ({reason}) and no replans are left"
+        keep = kept_before_replan(self.plan)
+        for i, step in enumerate(self.plan.steps[:keep]):
+            if step.status == StepStatus.NOT_STARTED and (needed := needs_a_blocked_step(self.plan, i)) is not None:
+                step.status, step.notes = StepStatus.BLOCKED, f"not run: it needs step {needed + 1}, which is blocked"
+        if not await self._replan(index, reason, keep=keep):
+            return FlowOutcome.BLOCKED, f"step {index + 1} is blocked ({reason}) and the plan could not be revised"
+        return None
 
     async def _run_step(self, index: int) -> bool:
         """Run step `index` as a child agent; True when it completed."""
@@ -246,7 +328,9 @@ class PlanningFlowWorkflow:
         self.plan = plan or default_plan(self.plan.plan_id, self.input.task, problem)
         self._publish()
 
-    async def _replan(self, blocked_index: int, reason: str) -> bool:
+    async def _replan(self, blocked_index: int, reason: str, keep: int | None = None) -> bool:
+        """Revise the steps after the first `keep` (default: after the blocked one)."""
+        keep = blocked_index + 1 if keep is None else keep
         self.replans += 1
         request = fill(
             prompts.REPLAN_REQUEST,
@@ -261,12 +345,12 @@ class PlanningFlowWorkflow:
             )
         except _ThinkFailed:
             return False
-        steps, problem = revised_steps(self.plan, blocked_index, self._calls(response))
+        steps, problem = revised_steps(self.plan, blocked_index, self._calls(response), keep=keep)
         if steps is None:
             self.plan.notes = f"Replan {self.replans} changed nothing: {problem}."
             self._publish()
             return False
-        self.plan.steps = self.plan.steps[: blocked_index + 1] + steps
+        self.plan.steps = self.plan.steps[:keep] + steps
         self.plan.notes = f"Revised after step {blocked_index + 1} was blocked (replan {self.replans})."
         self._publish()
         return True
@@ -370,6 +454,8 @@ class PlanningFlowWorkflow:
         lines = [
             f"**planning flow** · {state} · {len(self.outcomes)} step runs · {self.usage.total_tokens} tokens{cost}"
         ]
+        if self.running:
+            lines.append(f"**running** step(s) {', '.join(str(i + 1) for i in sorted(self.running))}")
         budget = budget_text(self.budget, self.usage, self.cost)
         if budget is not None:
             lines.append(f"**budget** {budget} spent")
