@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Sequence
 
 from agent_model.approval import ApprovalMode
-from agent_model.flow import DEFAULT_FLOW_TIMEOUT_SECONDS, FINALIZE_RESERVE_SECONDS
+from agent_model.flow import DEFAULT_FLOW_TIMEOUT_SECONDS, DEFAULT_PARALLEL_STEPS, FINALIZE_RESERVE_SECONDS, MAX_PARALLEL_STEPS
 from agent_model.profiles import BUILTIN_PROFILES, get_profile
 from config.mcp_config import is_http_url
 from runtime.user_errors import UsageError
@@ -43,6 +43,8 @@ class Run:
     max_steps: int | None = None
     steps_per_run: int | None = None
     timeout: float = DEFAULT_FLOW_TIMEOUT_SECONDS
+    parallel: int = DEFAULT_PARALLEL_STEPS
+    """With --flow: how many plan steps that need nothing unfinished run at once."""
     run_id: str | None = None
     detach: bool = False
     worker: str = "auto"
@@ -404,6 +406,11 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
         "--timeout", type=float, default=DEFAULT_FLOW_TIMEOUT_SECONDS,
         help=f"with --flow: the flow's time bound in seconds (default {DEFAULT_FLOW_TIMEOUT_SECONDS:.0f})",
     )
+    run.add_argument(
+        "--parallel", type=int, default=DEFAULT_PARALLEL_STEPS, metavar="N",
+        help=f"with --flow: run up to N plan steps at once when the plan says they need nothing unfinished "
+        f"(default {DEFAULT_PARALLEL_STEPS}; 1: one step at a time)",
+    )
     add_config(run)
     run.add_argument("--detach", action="store_true", help="start the run, print its id and exit")
     add_worker_mode(run)
@@ -718,9 +725,11 @@ def new_run(args: argparse.Namespace, named: bool) -> Run:
             get_profile(agent)
         if args.timeout <= FINALIZE_RESERVE_SECONDS:
             raise UsageError(f"--timeout must be more than {FINALIZE_RESERVE_SECONDS:.0f} s (kept for the summary)")
+    if not 1 <= args.parallel <= MAX_PARALLEL_STEPS:
+        raise UsageError(f"--parallel must be from 1 to {MAX_PARALLEL_STEPS}")
     return Run(
         task=args.task, agent=args.agent, flow=args.flow, agents=agents, max_steps=args.max_steps,
-        steps_per_run=args.steps_per_run, timeout=args.timeout, run_id=args.run_id, detach=args.detach,
+        steps_per_run=args.steps_per_run, timeout=args.timeout, parallel=args.parallel, run_id=args.run_id, detach=args.detach,
         worker=args.worker, config=args.config, llm=args.llm, max_tokens=args.max_tokens, max_cost=args.max_cost,
         approve=approve_mode(args), ask_at_budget=args.ask_at_budget, stream=args.stream,
     )

@@ -70,7 +70,7 @@ async def run_handle(
                 client, settings, command.task, agents=command.agents, timeout=command.timeout,
                 max_steps=command.max_steps, steps_per_run=command.steps_per_run, run_id=command.run_id, llm=command.llm,
                 max_tokens=command.max_tokens, max_cost=command.max_cost,
-                approve=command.approve, ask_at_budget=command.ask_at_budget,
+                approve=command.approve, ask_at_budget=command.ask_at_budget, parallel=command.parallel,
             )
             return flow, True
         return await start_agent_run(

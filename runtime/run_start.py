@@ -139,6 +139,7 @@ def planning_flow_input(
     llm: str | None = None,
     budget: Budget | None = None,
     approval: dict[str, ApprovalPolicy] | None = None,
+    parallel: int = DEFAULT_PARALLEL_STEPS,
 ) -> PlanningFlowInput:
     """A new flow's input, with its agents' profiles, its budget and the
     thresholds resolved now, for its planner and every step's run (raises
@@ -156,7 +157,7 @@ def planning_flow_input(
     flow.profiles = {agent: with_tool_terms(get_profile(agent)) for agent in executors}
     flow.continuation = current_limits()
     flow.approval = approval
-    flow.parallel_steps = DEFAULT_PARALLEL_STEPS
+    flow.parallel_steps = parallel
     return flow
 
 
@@ -224,6 +225,7 @@ async def start_planning_flow(
     max_cost: float | None = None,
     approve: ApprovalMode | None = None,
     ask_at_budget: bool | None = None,
+    parallel: int = DEFAULT_PARALLEL_STEPS,
 ) -> WorkflowHandle:
     if settings.runflow_data_analysis and "data_analysis" not in agents:
         agents = (*agents, "data_analysis")  # OpenManus's [runflow] use_data_analysis_agent
@@ -236,6 +238,7 @@ async def start_planning_flow(
             task, agents=agents, timeout=timeout, max_steps=max_steps, steps_per_run=steps_per_run, llm=llm,
             budget=budget,
             approval=approval,
+            parallel=parallel,
         ),
         id=run_id or f"flow-{uuid.uuid4().hex[:12]}",
         task_queue=settings.task_queue,

@@ -456,6 +456,48 @@ async def record_replanned_flow(
     return await handle.fetch_history()
 
 
+async def record_parallel_flow(
+    client: Client, fake: FakeOpenAI, scratch: Path, workflow_id: str, timeout: float = 60
+) -> WorkflowHistory:
+    """Steps 1 and 2 need nothing, step 3 needs both: 1 and 2 run as concurrent children."""
+    from agent_model.flow import FlowOutcome
+    from prompts import planning as prompts
+    from runtime.run_start import planning_flow_input
+
+    def responder(body: dict, attempt: int) -> Reply:
+        system = body["messages"][0]["content"]
+        if system.startswith(prompts.PLAN_SYSTEM_PROMPT):
+            plan = {
+                "command": "create", "plan_id": "p", "title": "Two sums, then their total",
+                "steps": ["Add 1 and 2", "Add 3 and 4", "Add the two sums"], "depends_on": [[], [], [1, 2]],
+            }
+            return Reply(tool_calls=[call("planning", plan)])
+        if system == prompts.FINALIZE_SYSTEM_PROMPT:
+            return Reply(content="Summary: 10.")
+        return Reply(tool_calls=[call("terminate", {"status": "success", "answer": "done"})], delay=0.5)
+
+    fake.responder = responder
+    flow = planning_flow_input("Add 1+2 and 3+4, then the two sums.", agents=("manus",), timeout=600)
+    assert flow.parallel_steps > 1, flow
+    settings = unconfined_settings(fake, scratch)
+    async with build_worker(client, settings, identity=IDENTITY):
+        handle = await client.start_workflow(
+            PlanningFlowWorkflow.run, flow, id=workflow_id, task_queue=settings.task_queue,
+            search_attributes=search_attributes.initial(search_attributes.FLOW_AGENT_NAME),
+        )
+        result = await asyncio.wait_for(final_result(handle), timeout)
+    assert result.outcome == FlowOutcome.COMPLETED and len(result.steps) == 3, result
+    history = await handle.fetch_history()
+    order = [
+        "start" if e.HasField("start_child_workflow_execution_initiated_event_attributes") else "end"
+        for e in history.events
+        if e.HasField("start_child_workflow_execution_initiated_event_attributes")
+        or e.HasField("child_workflow_execution_completed_event_attributes")
+    ]
+    assert order[:2] == ["start", "start"], order  # steps 1 and 2 ran side by side
+    return history
+
+
 BUDGET_TOKENS = 250
 BUDGET_STEP_USAGE = (100, 20)
 """Prompt and completion tokens of each think of the budget-reached scenario."""
@@ -666,6 +708,7 @@ SCENARIOS = {
     "browser": ("agent_run_browser.json", "agent-run-browser"),
     "mcp": ("agent_run_mcp.json", "agent-run-mcp"),
     "flow-replanned": ("flow_replanned.json", "flow-replanned"),
+    "flow-parallel": ("flow_parallel.json", "flow-parallel"),
     "budget-reached": ("agent_run_budget_reached.json", "agent-run-budget-reached"),
     "budget-raised": ("agent_run_budget_raised.json", "agent-run-budget-raised"),
     "approval-decided": ("agent_run_approval.json", "agent-run-approval"),
@@ -711,6 +754,7 @@ async def record(scenario: str, client: Client, fake: FakeOpenAI, scratch: Path)
         "browser": record_browser_run,
         "mcp": record_mcp_run,
         "flow-replanned": record_replanned_flow,
+        "flow-parallel": record_parallel_flow,
         "budget-reached": record_budget_run,
         "budget-raised": record_budget_raised_run,
         "approval-decided": record_approval_run,

@@ -86,6 +86,17 @@ def test_flow_timeout_must_leave_room_for_the_summary(cli):
     assert_one_line_error(cli("--flow", "planning", "--timeout", "30", "do it"), "--timeout must be more than 60 s")
 
 
+def test_flow_parallel_steps_are_bounded(cli):
+    assert_one_line_error(cli("--flow", "planning", "--parallel", "0", "do it"), "--parallel must be from 1 to 10")
+
+
+def test_a_flow_carries_its_parallel_steps_in_its_input():
+    from runtime.run_start import planning_flow_input
+
+    assert planning_flow_input("t", agents=("manus",), timeout=600).parallel_steps == 3
+    assert planning_flow_input("t", agents=("manus",), timeout=600, parallel=1).parallel_steps == 1
+
+
 def test_task_over_the_input_limit_is_refused(cli, tmp_path):
     config = tmp_path / "small.toml"
     config.write_text('[llm]\nmodel = "gpt-4o"\napi_key = "sk-x"\nmax_input_tokens = 800\n')
@@ -163,6 +174,7 @@ SUBCOMMAND_LINES = [
         "Run",
         dict(task="chart it", flow="planning", agents=("manus", "data_analysis"), timeout=600.0),
     ),
+    (["--flow", "planning", "--parallel", "1", "in order"], "Run", dict(task="in order", flow="planning", parallel=1)),
     (
         ["do it", "--detach", "--id", "mine", "--worker", "never", "--steps-per-run", "3", "--config", "c.toml"],
         "Run",
