@@ -273,6 +273,10 @@ class ToolSpec:
     own_activities: dict[str, workflow.ActivityConfig] = field(default_factory=dict)
     """A workflow tool: how the activities its handler and hooks schedule run,
     by a key of its own (the starter writes them into the run's input)."""
+    concurrent: bool = False
+    """Its calls change nothing another call of the reply could see (a fetch, a
+    search): consecutive calls of such tools run at once (agent_model/call_groups.py).
+    Only for a stateless activity tool: a workflow tool's call owns RunTools.call."""
     changes_files: bool = False
     """Its calls may change the run directory: after each, the worker snapshots
     the directory for forks and rewinds (activities/workspace_snapshots.py)."""
@@ -292,6 +296,8 @@ class ToolSpec:
             raise ValueError(f"tool {self.name}: build_many is for a workflow tool's own activities")
         if self.schema is not None and self.schema.get("function", {}).get("name") != self.name:
             raise ValueError(f"tool {self.name}: its schema names another function")
+        if self.concurrent and (self.activity is None or self.state is not None):
+            raise ValueError(f"tool {self.name}: only a stateless activity tool may run beside others")
         if self.schema is None and (self.state is None or self.state.answers is None):
             raise ValueError(f"tool {self.name}: a tool without a schema must answer functions of its state")
 

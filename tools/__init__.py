@@ -57,6 +57,7 @@ def with_tool_terms(profile: AgentProfile) -> AgentProfile:
             definition=spec.schema,
             activity=ActivityTerms.of(spec.activity) if spec.activity is not None else None,
             own_activities={key: ActivityTerms.of(config) for key, config in spec.own_activities.items()},
+            concurrent=spec.concurrent,
         )
         for name in names
         if (spec := TOOLS.get(name)) is not None

@@ -126,4 +126,5 @@ SPEC = ToolSpec(
     summary=summary,
     activity=CONFIG,
     build=build,
+    concurrent=True,  # it reads the web and writes nothing the run keeps
 )

@@ -7,7 +7,9 @@ them (images, the workflow's own notes), then any reminder.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -16,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from agent_model import agent_loop
     from agent_model.activity_specs import THINK, THINK_CONFIG
     from agent_model.budget import Budget, run_cost
+    from agent_model.call_groups import call_groups
     from agent_model.agent_loop import (
         Reply,
         ReplyKind,
@@ -28,10 +31,10 @@ with workflow.unsafe.imports_passed_through():
         stuck_hint_due,
     )
     from agent_model.llm_io import ThinkResponse
-    from agent_model.messages import Message, user_message
+    from agent_model.messages import Message, ToolCall, user_message
     from agent_model.profiles import AgentProfile
     from agent_model.prompting import fill
-    from agent_model.records import StepRecord
+    from agent_model.records import StepRecord, ToolCallRecord
     from agent_model.run import observe_limit
     from agent_model.run_state import RunState
     from agent_model.state import AgentState, StopReason
@@ -55,6 +58,16 @@ with workflow.unsafe.imports_passed_through():
     from workflows.tracing import WorkflowSpan, workflow_span
 
 NOT_RUN_AFTER_THE_END = "Not run: the run ended with an earlier call."
+
+
+@dataclass
+class Observed:
+    """One call's result as its step keeps it, and whether it ends the run."""
+
+    message: Message
+    record: ToolCallRecord
+    outcome: ToolOutcome
+    ends: RunEnded | None = None
 
 
 class Stepper:
@@ -199,49 +212,88 @@ class Stepper:
         after: list[Message] = []
         ended: RunEnded | Cancelled | None = None
         limit = observe_limit(profile)
-        for index, call in enumerate(reply.message.tool_calls or []):
-            name = call.function.name
-            with workflow_span(
-                tool_span_name(name),
-                f"step/{state.step}/call/{index}",
-                tool_attributes(name, call.id, state.step),
-                content={TOOL_ARGUMENTS: call.function.arguments},
-            ) as span:
-                ran = False
-                if ended is None and cancel_requested():
-                    ended = Cancelled()
-                if isinstance(ended, Cancelled):
-                    outcome = ToolOutcome(agent_notes.NOT_RUN_CANCELLED, error=True)
-                elif ended is not None:
-                    outcome = ToolOutcome(NOT_RUN_AFTER_THE_END, error=True)
-                elif (refusal := over_the_per_reply_limit(profile, index)) is not None:
-                    outcome = ToolOutcome(refusal, error=True)
-                else:
-                    ran = True
-                    try:
-                        outcome = await self.tools.act(call, index, limit)
-                        if name in profile.special_tools and not outcome.error:
-                            ended = RunEnded(StopReason.TERMINATED)
-                            state.final_answer = state.final_answer or outcome.observation
-                    except RunEnds as end:
-                        if end.answer is not None:
-                            state.final_answer = end.answer
-                        ended = RunEnded(StopReason.GAVE_UP if end.gave_up else StopReason.TERMINATED)
-                        outcome = ToolOutcome(f"The run ends ({ended.reason.value}).")
-                    after.extend(outcome.after)
-                message, call_record = observed(call, outcome.observation, outcome.error, limit, outcome.message)
-                call_record.approval = outcome.approval
-                record.tool_calls.append(call_record)
-                self._remember_produced(message, outcome.stored_digest)
-                approval = outcome.approval.action.value if outcome.approval is not None else None
-                span.set(tool_end_attributes(outcome.error, ran, approval))
-                span.capture(TOOL_RESULT, message.content or "")
+        calls = reply.message.tool_calls or []
+        marks = [
+            over_the_per_reply_limit(profile, index) is None and self.tools.may_run_beside_others(call)
+            for index, call in enumerate(calls)
+        ]
+        for group in call_groups(marks):
+            if ended is None and cancel_requested():
+                ended = Cancelled()
+            if ended is None and len(group) > 1:
+                seen = await self._together([(index, calls[index]) for index in group], limit)
+            else:
+                seen = []
+                for index in group:
+                    if ended is None and cancel_requested():
+                        ended = Cancelled()
+                    one = await self._observe(index, calls[index], limit, ended)
+                    ended = ended or one.ends
+                    seen.append(one)
+            for one in seen:  # in the model's order, whichever call finished first
+                record.tool_calls.append(one.record)
+                self._remember_produced(one.message, one.outcome.stored_digest)
+                after.extend(one.outcome.after)
         for message in after:
             state.memory.add(message)
         if ended is None and cancel_requested():
             ended = Cancelled()
         if ended is not None:
             raise ended
+
+    async def _together(self, calls: list[tuple[int, ToolCall]], limit: int) -> list[Observed]:
+        """Calls that may run beside each other, at once; a cancelled run
+        cancels each and ends only once every one has ended, each with the
+        observation it would have alone."""
+        running = [asyncio.create_task(self._observe(index, call, limit, None)) for index, call in calls]
+        try:
+            await workflow.wait(running)
+        except asyncio.CancelledError:
+            for task in running:
+                task.cancel()
+            await workflow.wait(running)
+            if not cancel_requested():
+                raise
+        return [task.result() for task in running]
+
+    async def _observe(
+        self, index: int, call: ToolCall, limit: int, ended: RunEnded | Cancelled | None
+    ) -> Observed:
+        """One call in its span: run, or the reason it is not (the run ended
+        with an earlier call, was cancelled, the reply has too many calls)."""
+        state, profile = self.state, self.profile
+        name = call.function.name
+        with workflow_span(
+            tool_span_name(name),
+            f"step/{state.step}/call/{index}",
+            tool_attributes(name, call.id, state.step),
+            content={TOOL_ARGUMENTS: call.function.arguments},
+        ) as span:
+            ran, ends = False, None
+            if isinstance(ended, Cancelled):
+                outcome = ToolOutcome(agent_notes.NOT_RUN_CANCELLED, error=True)
+            elif ended is not None:
+                outcome = ToolOutcome(NOT_RUN_AFTER_THE_END, error=True)
+            elif (refusal := over_the_per_reply_limit(profile, index)) is not None:
+                outcome = ToolOutcome(refusal, error=True)
+            else:
+                ran = True
+                try:
+                    outcome = await self.tools.act(call, index, limit)
+                    if name in profile.special_tools and not outcome.error:
+                        ends = RunEnded(StopReason.TERMINATED)
+                        state.final_answer = state.final_answer or outcome.observation
+                except RunEnds as end:
+                    if end.answer is not None:
+                        state.final_answer = end.answer
+                    ends = RunEnded(StopReason.GAVE_UP if end.gave_up else StopReason.TERMINATED)
+                    outcome = ToolOutcome(f"The run ends ({ends.reason.value}).")
+            message, call_record = observed(call, outcome.observation, outcome.error, limit, outcome.message)
+            call_record.approval = outcome.approval
+            approval = outcome.approval.action.value if outcome.approval is not None else None
+            span.set(tool_end_attributes(outcome.error, ran, approval))
+            span.capture(TOOL_RESULT, message.content or "")
+            return Observed(message, call_record, outcome, ends)
 
     def _hint_if_stuck(self, reply: Message) -> None:
         state = self.state

@@ -117,6 +117,21 @@ class RunTools:
                 return spec
         return None
 
+    def may_run_beside_others(self, call: ToolCall) -> bool:
+        """Whether the call may run at once with its reply's other such calls:
+        the run's input marks its tool (an older input marks none), it is no
+        special tool, and no approval gate holds it (a gated call waits for
+        its decision alone)."""
+        name = call.function.name
+        terms = self.profile.tool_terms.get(name)
+        if terms is None or not terms.concurrent or name in self.profile.special_tools:
+            return False
+        spec = self.spec_for(name)
+        if spec is None or spec.activity is None or spec.state is not None:
+            return False
+        arguments, _ = parse_arguments(name, call.function.arguments)
+        return arguments is not None and self._gate(spec, name, arguments) is None
+
     async def act(self, call: ToolCall, index: int, limit: int) -> ToolOutcome:
         """One tool call's outcome. Tool failures of any kind are observations;
         only cancellation of the run escapes (and RunEnds, from terminate)."""
