@@ -29,6 +29,10 @@ event history as JSON. Scenarios:
         (testkit/fake_site.py; needs Chromium): go_to_url, extract_content
         (its own think), terminate; its actions after the first go to the
         worker's own task queue, and the browser is closed at the end
+    parallel-calls (agent_run_parallel_calls.json): a manus run started as the
+        starter starts it (web_fetch marked concurrent in its input): one
+        reply of three web_fetch calls on a local server, all three in flight
+        at once (testkit/crowd.py), then terminate
     profile-AGENT (agent_run_profile_AGENT.json), for manus, swe,
         data_analysis, planning and toolcall: a run started as the starter
         starts it, its resolved profile and thresholds in its input and its
@@ -389,6 +393,35 @@ async def record_mcp_run(
     return await handle.fetch_history()
 
 
+async def record_parallel_calls_run(
+    client: Client, fake: FakeOpenAI, scratch: Path, workflow_id: str, timeout: float = 60
+) -> WorkflowHistory:
+    from config.settings import WebSettings
+    from runtime.run_start import agent_run_input
+    from testkit.crowd import Crowd
+    from testkit.fake_web import FakeWeb
+
+    web, crowd = FakeWeb().start(), Crowd(3)
+    try:
+        urls = [web.route(f"/page{n}", crowd) for n in (1, 2, 3)]
+        fake.turns = [
+            Reply(tool_calls=[call("web_fetch", {"url": url}) for url in urls]),
+            Reply(tool_calls=[call("terminate", {"status": "success", "answer": FINAL_ANSWER})]),
+        ]
+        settings = recording_settings(fake, scratch / "workspace", web=WebSettings(allow=(web.origin,)))
+        run = agent_run_input("Read the three pages.", agent="manus")
+        assert run.profile is not None and run.profile.tool_terms["web_fetch"].concurrent
+        result, handle = await run_to_end(
+            client, settings, run, workflow_id, timeout, search_attributes=search_attributes.initial("manus"),
+        )
+    finally:
+        web.stop()
+    assert crowd.most_in_flight == 3, crowd.most_in_flight
+    observations = [c.observation.splitlines()[-1] for c in result.steps[0].tool_calls]
+    assert observations == [f"/page{n} answered 3 in flight." for n in (1, 2, 3)], observations
+    return await handle.fetch_history()
+
+
 PROFILE_CALLS = {
     "manus": call("python_execute", {"code": "print(6*7)"}),
     "swe": call("bash", {"command": "echo 42"}),
@@ -715,6 +748,7 @@ SCENARIOS = {
     "forked": ("agent_run_forked.json", "agent-run-forked"),
     "session": ("agent_run_session.json", "agent-run-session"),
     "session-idle": ("agent_run_session_idle.json", "agent-run-session"),
+    "parallel-calls": ("agent_run_parallel_calls.json", "agent-run-parallel-calls"),
     **{
         profile_scenario(agent): (f"agent_run_profile_{agent}.json", f"agent-run-profile-{agent.replace('_', '-')}")
         for agent in PROFILE_CALLS
@@ -761,6 +795,7 @@ async def record(scenario: str, client: Client, fake: FakeOpenAI, scratch: Path)
         "forked": record_forked_run,
         "session": record_session_run,
         "session-idle": record_session_idle_run,
+        "parallel-calls": record_parallel_calls_run,
     }[scenario]
     return await recorder(client, fake, scratch, workflow_id)
 

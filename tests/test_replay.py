@@ -203,6 +203,10 @@ def history_file(name: str) -> dict:
             ["restore_workspace", "think", "python_execute", "think"], "COMPLETED",
         ),
         (
+            "agent_run_parallel_calls.json", "agent-run-parallel-calls",
+            ["prepare_workspace", "think", "web_fetch", "web_fetch", "web_fetch", "think"], "COMPLETED",
+        ),
+        (
             "agent_run_browser.json", "agent-run-browser",
             ["prepare_workspace", "think", "browser_act", "think", "browser_act", "think", "think", "browser_close"],
             "COMPLETED",
@@ -258,6 +262,13 @@ async def test_each_scenario_history_is_what_it_claims_and_replays(name, workflo
             assert messages == [] and session["turn"] == 3 and session["inbox"] == [] and carried["step"] == 2
             assert session["turns"][-1]["message"] == "message 3"
             assert event_types(data).count("EVENT_TYPE_TIMER_FIRED") == 1
+    elif "parallel" in name:  # the reply's three fetches were scheduled together, by one workflow task
+        fetches = [
+            i for i, e in enumerate(data["events"])
+            if e.get("activityTaskScheduledEventAttributes", {}).get("activityType", {}).get("name") == "web_fetch"
+        ]
+        assert fetches == list(range(fetches[0], fetches[0] + 3))
+        assert started_input(data)["profile"]["tool_terms"]["web_fetch"]["concurrent"] is True
     elif "continued" in name:  # begins from the state the first execution carried
         assert "continuedExecutionRunId" in data["events"][0]["workflowExecutionStartedEventAttributes"]
     result = await replayer().replay_workflow(as_history(data, workflow_id))
