@@ -2,7 +2,7 @@
 
 Starts its own dev server (SQLite file, as the embedded one) on free ports and
 the lean fake LLM (bench/fake_llm.py) in a scratch dir, runs P1, P3, P2, P4, P5, P6, P7, P8, P9, P10, P11,
-P12, P13 (in this order, so that P3's peak RSS is not inflated by P2's big histories; P13, the peers side
+P12, P13, P14 (in this order, so that P3's peak RSS is not inflated by P2's big histories; P13, the peers side
 by side, makes the peers' venvs first where they are missing: bench/peers/setup.py),
 prints a table, and writes the results as markdown (full mode: BENCHMARKS.md;
 quick mode: nothing unless --write is given). Everything stops by itself:
@@ -31,7 +31,7 @@ MODULES = {
     "P1": "p1_step_overhead", "P2": "p2_history", "P3": "p3_scale", "P4": "p4_resume", "P5": "p5_long_run",
     "P6": "p6_browser_step", "P7": "p7_mcp_flood",
     "P8": "p8_approval_gate", "P9": "p9_snapshots", "P10": "p10_session_turn", "P11": "tracing_cost",
-    "P12": "live_stream", "P13": "peers.compare",
+    "P12": "live_stream", "P13": "peers.compare", "P14": "p14_parallel_calls",
 }
 
 
