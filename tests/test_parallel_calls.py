@@ -188,3 +188,68 @@ async def test_cancel_during_a_group_stops_every_call_of_it(dev_env, fake_llm, r
 
     ended = kinds.index(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED)
     assert kinds[:ended].count(EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED) == 3
+
+
+async def test_each_call_of_a_group_has_its_own_span(dev_env, fake_llm, reading_settings, web):
+    from testkit.tracing import ancestors, in_memory_tracing, named, parent_of
+
+    crowd = Crowd(3)
+    urls = [web.route(f"/p{n}", crowd) for n in (1, 2, 3)]
+    fake_llm.turns = [Reply(tool_calls=[fetch(url) for url in urls]), terminate("read")]
+    tracing, exporter = in_memory_tracing()
+    async with build_worker(dev_env.client, reading_settings, tracing=tracing):
+        result = await final_result(await start_run(dev_env, reading_settings, with_tool_terms(PROFILE)))
+    spans = list(exporter.get_finished_spans())
+
+    assert crowd.most_in_flight == 3
+    (step,) = named(spans, "step 1")
+    calls = named(spans, "execute_tool web_fetch")
+    # One span per call, side by side under the step (none inside another).
+    assert sorted(s.attributes["gen_ai.tool.call.id"] for s in calls) == sorted(c.id for c in result.steps[0].tool_calls)
+    assert all(parent_of(span, spans) is step for span in calls)
+    # Each call's activity runs under its own call's span.
+    owners = [
+        [a for a in ancestors(activity, spans) if a in calls] for activity in named(spans, "RunActivity:web_fetch")
+    ]
+    assert all(len(owner) == 1 for owner in owners) and len({id(owner[0]) for owner in owners}) == 3
+
+
+async def test_a_gated_call_waits_for_its_decision_alone(dev_env, fake_llm, reading_settings, web):
+    from agent_model.approval import ApprovalMode, ApprovalPolicy, TimeoutAction
+
+    crowd = Crowd(2, patience=1.0)
+    urls = [web.route(f"/p{n}", crowd) for n in (1, 2)]
+    fake_llm.turns = [Reply(tool_calls=[fetch(url) for url in urls]), terminate("read")]
+    profile = with_tool_terms(PROFILE)
+    assert profile.tool_terms["web_fetch"].concurrent
+    policy = ApprovalPolicy(mode=ApprovalMode.ALL, timeout_seconds=1, on_timeout=TimeoutAction.APPROVE)
+    async with build_worker(dev_env.client, reading_settings):
+        handle = await dev_env.client.start_workflow(
+            AgentWorkflow.run,
+            AgentRunInput(task="Read the pages.", profile=profile, approval=policy),
+            id=f"reader-{uuid.uuid4().hex[:8]}",
+            task_queue=reading_settings.task_queue,
+            result_type=AgentRunResult,
+        )
+        result = await final_result(handle)
+
+    calls = result.steps[0].tool_calls
+    assert crowd.most_in_flight == 1
+    assert [(c.approval.decided_by if c.approval else None, c.observation.splitlines()[-1]) for c in calls] == [
+        ("timeout", "/p1 answered alone."), ("timeout", "/p2 answered alone.")
+    ]
+
+
+async def test_the_per_reply_limit_still_refuses_the_calls_over_it(dev_env, fake_llm, reading_settings, web):
+    crowd = Crowd(2)
+    urls = [web.route(f"/p{n}", crowd) for n in (1, 2, 3)]
+    fake_llm.turns = [Reply(tool_calls=[fetch(url) for url in urls]), terminate("read")]
+    profile = with_tool_terms(PROFILE.model_copy(update={"max_tool_calls_per_step": 2}))
+    assert profile.tool_terms["web_fetch"].concurrent
+    async with build_worker(dev_env.client, reading_settings):
+        result = await final_result(await start_run(dev_env, reading_settings, profile))
+
+    calls = result.steps[0].tool_calls
+    assert crowd.most_in_flight == 2 and len(web.requests_to("/p3")) == 0
+    assert [c.observation.splitlines()[-1] for c in calls[:2]] == ["/p1 answered 2 in flight.", "/p2 answered 2 in flight."]
+    assert calls[2].error and calls[2].observation == "Error: only 2 tool call(s) per reply; this one was not run."
