@@ -26,7 +26,7 @@ if __package__ in (None, ""):  # run as `python bench/run.py`
 from bench.common import REPO_DIR, log, machine_info  # noqa: E402
 from bench.context import Environment, Section  # noqa: E402
 
-ORDER = ("P1", "P3", "P2", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13")
+ORDER = ("P1", "P3", "P2", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14")
 MODULES = {
     "P1": "p1_step_overhead", "P2": "p2_history", "P3": "p3_scale", "P4": "p4_resume", "P5": "p5_long_run",
     "P6": "p6_browser_step", "P7": "p7_mcp_flood",
@@ -38,7 +38,7 @@ MODULES = {
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="durable-manus benchmarks")
     parser.add_argument("--quick", action="store_true", help="smaller sizes (about 3 minutes)")
-    parser.add_argument("--only", default="", help="comma-separated subset of P1,P2,P3,P4,P5,P6,P7,P8,P9,P10,P11,P12,P13")
+    parser.add_argument("--only", default="", help="comma-separated subset of P1,P2,P3,P4,P5,P6,P7,P8,P9,P10,P11,P12,P13,P14")
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--write", metavar="PATH", help="write the markdown report here")
     out.add_argument("--no-write", action="store_true", help="do not write a report (full mode writes BENCHMARKS.md)")

@@ -1,4 +1,4 @@
-"""P13 parallel tool calls: a reply of four web_fetch calls, run at once or
+"""P14 parallel tool calls: a reply of four web_fetch calls, run at once or
 one by one.
 
 One run per kind and round, each one step of FETCHES web_fetch calls against a
@@ -76,14 +76,14 @@ async def one_run(ctx: Context, settings, fake: FakeOpenAI, urls: list[str], pro
     calls = result.steps[0].tool_calls if result.steps else []
     if result.steps_taken != 2 or len(calls) != FETCHES or any(c.error for c in calls):
         raise RuntimeError(
-            f"P13: the run went wrong ({result.state.value}/{result.stop_reason.value}, {result.note!r}): "
+            f"P14: the run went wrong ({result.state.value}/{result.stop_reason.value}, {result.note!r}): "
             f"{[c.observation[:200] for c in calls]}"
         )
     return {"run": wall, "tools": tool_phase_seconds(await handle.fetch_history())}
 
 
 async def run(ctx: Context) -> Section:
-    section = Section("P13")
+    section = Section("P14")
     rounds = QUICK_ROUNDS if ctx.quick else ROUNDS
     web = FakeWeb().start()
     samples = {kind: {"run": Samples(), "tools": Samples()} for kind in KINDS}
@@ -102,7 +102,7 @@ async def run(ctx: Context) -> Section:
                     for kind in KINDS:
                         for measure, value in (await one_run(ctx, settings, fake, urls, profiles[kind])).items():
                             samples[kind][measure].add(value)
-                    log(f"P13 round {i + 1}/{rounds}: " + ", ".join(
+                    log(f"P14 round {i + 1}/{rounds}: " + ", ".join(
                         f"{kind} {samples[kind]['tools'].values[-1] * 1000:.0f} ms" for kind in KINDS
                     ))
     finally:
@@ -114,7 +114,7 @@ async def run(ctx: Context) -> Section:
     tools_ratio = ms("sequential", "tools") / ms("concurrent", "tools")
     run_ratio = ms("sequential", "run") / ms("concurrent", "run")
     section.markdown += [
-        "## P13 parallel tool calls",
+        "## P14 parallel tool calls",
         "",
         f"{rounds} interleaved rounds of two runs: one reply of {FETCHES} web_fetch calls to a local page that "
         f"answers after {PAGE_DELAY * 1000:.0f} ms, then terminate (fake LLM without latency, worker in this "
@@ -129,6 +129,6 @@ async def run(ctx: Context) -> Section:
         f"(the ideal tool phase ratio is {FETCHES}x).",
     ]
     section.summary += [
-        (f"P13 {FETCHES} web_fetch of one reply, sequential / concurrent (tool phase)", f"{tools_ratio:.2f}", "report", ""),
+        (f"P14 {FETCHES} web_fetch of one reply, sequential / concurrent (tool phase)", f"{tools_ratio:.2f}", "report", ""),
     ]
     return section
