@@ -16,6 +16,7 @@ from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkerDeploymentConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from activities.charts.packages import AnalysisPackages
 from activities.context_store import ContextStore
 from activities.live_feed import LiveFeed
 from activities.llm import LLMActivities
@@ -221,6 +222,8 @@ def check_worker_settings(settings: Settings) -> ToolSandbox:
         encoding_for(llm.model)
     sandbox = tool_sandbox(settings)
     (log.info if sandbox.mode == "bwrap" else log.warning)(sandbox.describe())
+    packages = AnalysisPackages.detect()
+    (log.info if packages.charts else log.warning)(packages.describe())
     if not settings.workflow_sandbox:
         log.warning("workflow sandbox: OFF ([worker] workflow_sandbox = false); determinism is not checked at run time")
     return sandbox

@@ -75,6 +75,10 @@ EGRESS_PORT = 3128
 BWRAP_ENV = "DURABLE_MANUS_BWRAP"
 """Path of the bwrap binary, when it is not the one on PATH."""
 
+MATPLOTLIB_DIR = ".cache/matplotlib"
+"""matplotlib's config and cache directory, in the run directory (where $HOME
+points, so it is also matplotlib's own default there)."""
+
 PROBE_TIMEOUT = 15.0
 """Seconds the start-up check may take to start one confined process."""
 
@@ -274,7 +278,9 @@ class ToolSandbox:
             elif host.is_dir():
                 wrapped += ["--ro-bind", str(host), str(host)]
                 mounted.append(host)
-        wrapped += ["--dev", "/dev", "--proc", "/proc", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
+        # /tmp is the call's own, and its tool user's (bwrap would make it 0755 as
+        # root, where a root worker's tool user could not write: TMPDIR says /tmp).
+        wrapped += ["--dev", "/dev", "--proc", "/proc", "--size", str(TMP_BYTES), "--perms", "1777", "--tmpfs", "/tmp"]
         made = {Path("/"), Path("/tmp")}
         for kept in _interpreter_dirs():
             if not any(_under(kept, m) for m in mounted):
@@ -360,6 +366,10 @@ class ToolSandbox:
             "TMPDIR": "/tmp",
             "PYTHONUNBUFFERED": "1",
             "TERM": "dumb",
+            # matplotlib draws to files only, and keeps its font list in the run
+            # directory: built by a run's first import (~0.3 s), read by the next.
+            "MPLBACKEND": "Agg",
+            "MPLCONFIGDIR": str(run_dir / MATPLOTLIB_DIR),
         }
         if self.mode == "none":
             tmp_dir = run_dir / ".tmp"
