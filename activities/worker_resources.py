@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from activities.charts.packages import AnalysisPackages
 from activities.tools.sandbox import ToolSandbox
 from activities.web.access import WebAccess
 from activities.workspace import Workspace
@@ -34,3 +35,7 @@ class WorkerResources:
     servers as its child processes (None: the mcp package is missing)."""
     browser_sessions: BrowserSessions | None = None
     """This worker's browsers, one per run (None: no browser here)."""
+    packages: AnalysisPackages = field(default_factory=AnalysisPackages.detect)
+    """numpy, pandas and matplotlib in the sandbox's Python (the chart tool needs them)."""
+    vision: bool = False
+    """The worker has an `[llm.vision]` model: charts are shown to it as images."""

@@ -52,6 +52,10 @@ class ToolResult(ProducedObservation):
     error: bool = False
     """True when the tool ran but failed; the output then explains why."""
     base64_image: str | None = None
+    image_file: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    """A PNG the tool wrote, by its path in the run directory: the model is
+    shown it (the think reads the file, so its bytes never enter history).
+    Left out of the JSON when None, as every other tool's result had it."""
     cwd: str | None = None
     """bash only: the directory the command ended in."""
 

@@ -56,6 +56,7 @@ TOO_MANY_CALLS_STEP_NOTE = "{dropped} tool call(s) beyond the first {kept} of th
 
 SCREENSHOT_NOTE = "Screenshot of the browser after the action above."
 TOOL_IMAGE_NOTE = "Image produced by the tool above."
+TOOL_IMAGE_FILE_NOTE = "The image {path} that the tool above wrote."
 
 APPROVAL_REJECTED_OBSERVATION = "The user rejected this call: {reason}"
 APPROVAL_NO_REASON = "no reason given"

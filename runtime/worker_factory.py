@@ -19,7 +19,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from activities.charts.packages import AnalysisPackages
 from activities.context_store import ContextStore
 from activities.live_feed import LiveFeed
-from activities.llm import LLMActivities
+from activities.llm import VISION_LLM, LLMActivities
 from activities.produced_messages import ProducedMessagesInterceptor
 from activities.redaction import RedactingInterceptor, Redactor, worker_secrets
 from activities.token_count import encoding_for
@@ -141,6 +141,8 @@ def worker_resources(settings: Settings, sandbox: ToolSandbox | None = None, own
         search=settings.search,
         web_access=access,
         mcp_pool=mcp_pool(settings),
+        packages=AnalysisPackages.detect(),
+        vision=VISION_LLM in settings.llm,
         browser_sessions=BrowserSessions(
             settings.browser,
             workspace,

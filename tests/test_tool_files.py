@@ -36,7 +36,7 @@ def test_workflow_code_imports_no_activity_implementation():
 
 def test_every_tool_file_declares_one_consistent_spec():
     assert sorted(tools.TOOLS) == [
-        "ask_human", "bash", "browser_use", "create_chat_completion", "mcp", "planning", "python_execute",
+        "ask_human", "bash", "browser_use", "chart", "create_chat_completion", "mcp", "planning", "python_execute",
         "str_replace_editor", "terminate", "web_fetch", "web_search",
     ]
     for spec in tools.TOOLS.values():
@@ -53,7 +53,8 @@ def test_the_worker_registers_one_activity_per_activity_tool(tmp_path):
     settings = make_settings("http://127.0.0.1:1/v1", tmp_path / "workspace")
     names = {getattr(a, "__temporal_activity_definition").name for a in activities_for(settings)}
     assert names == {
-        "think", "prepare_workspace", "restore_workspace", "bash", "python_execute", "str_replace_editor", "web_fetch", "web_search",
+        "think", "prepare_workspace", "restore_workspace", "bash", "chart", "python_execute", "str_replace_editor", "web_fetch",
+        "web_search",
         "browser_act", "browser_close",  # browser_use runs in the workflow and schedules these
         "mcp_list_tools", "mcp_call_tool",  # the tools of MCP servers (agent_model/mcp.py)
     }  # restore_workspace: a fork's or a rewind's files (activities/snapshot_activities.py)

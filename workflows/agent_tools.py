@@ -189,6 +189,8 @@ class RunTools:
         after: tuple[Message, ...] = ()
         if result.base64_image:
             after = (user_message(agent_notes.TOOL_IMAGE_NOTE, base64_image=result.base64_image),)
+        elif result.image_file:
+            after = (user_message(fill(agent_notes.TOOL_IMAGE_FILE_NOTE, path=result.image_file), image_file=result.image_file),)
         return ToolOutcome(
             produced_text(result, observation_text(result)),
             result.error,
