@@ -83,10 +83,10 @@ SWE = AgentProfile(
 
 DATA_ANALYSIS = AgentProfile(
     name="data_analysis",
-    description="Data analyst: Python for analysis, charts and reports.",
+    description="Data analyst: Python (pandas, numpy, matplotlib) for analysis, a chart tool, reports.",
     system_prompt=data_analysis.SYSTEM_PROMPT,
     next_step_prompt=data_analysis.NEXT_STEP_PROMPT,
-    tools=["python_execute", "str_replace_editor", "terminate"],
+    tools=["python_execute", "chart", "str_replace_editor", "terminate"],
     max_steps=20,
     max_observe=15000,
     max_tool_calls_per_step=1,
