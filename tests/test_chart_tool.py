@@ -114,6 +114,13 @@ async def test_bars_pies_and_histograms_describe_what_they_show(setup):
     assert " bins. The fullest bin, " in hist.output
 
 
+async def test_dollars_in_a_title_or_a_name_are_text(setup):
+    rows = [{"price $x^$": 5, "sold": 2}, {"price $x^$": 8, "sold": 1}]
+    result = await chart(setup, data=rows, kind="line", x="price $x^$", y="sold", title=r"Cost $\frac{a}{$ per unit", output="d.png")
+    assert not result.error, result.output
+    assert r'titled "Cost $\frac{a}{$ per unit"' in result.output
+
+
 async def test_inline_rows_and_a_json_file_are_drawn(setup):
     workspace, _ = setup
     rows = [{"day": d, "visits": v} for d, v in enumerate([3, 9, 4, 12])]

@@ -56,6 +56,7 @@ def draw(request, limits):
         raise Refused(f"charts are unavailable on this worker: its Python cannot import {e.name or 'pandas/matplotlib'}")
     matplotlib.use("Agg")
     matplotlib.rcdefaults()  # a matplotlibrc the run left in its config directory changes nothing here
+    matplotlib.rcParams["text.parse_math"] = False  # "$5 to $8" in a title or label is text, never TeX
     frame = load(request, limits, pandas)
     if len(frame) == 0:
         raise Refused("the data has no rows")
