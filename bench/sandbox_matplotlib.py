@@ -7,7 +7,9 @@
 Each round is a fresh run directory: one call that imports pyplot first, then
 one that imports it again, then one that imports pandas; interleaved, so a
 busy machine slows both kinds alike. Reported: the median import time inside
-the call and of the whole call (sandbox start included), and the ratio first/later.
+the call, wall and CPU (the call's processes, fc-list included: steadier on
+a shared machine), and of the whole call (sandbox start included), and the
+ratios first/later.
 Needs bubblewrap (the real sandbox) and the packages of requirements.txt.
 """
 
@@ -27,17 +29,24 @@ from activities.workspace import Workspace
 from agent_model.tool_io import ToolRequest
 from tools.python_execute import PythonExecute
 
-TIMED = "import time\nstarted = time.perf_counter()\nimport {module}\nprint(time.perf_counter() - started)"
+TIMED = (
+    "import os, time\n"
+    "cpu = lambda: sum(os.times()[:4])  # children too: the font list's build runs fc-list\n"
+    "started, used = time.perf_counter(), cpu()\n"
+    "import {module}\n"
+    "print(time.perf_counter() - started, cpu() - used)"
+)
 
 
-async def call(tool: PythonExecute, run: str, module: str) -> tuple[float, float]:
-    """(seconds the import took inside the call, seconds the whole call took)."""
+async def call(tool: PythonExecute, run: str, module: str) -> tuple[float, float, float]:
+    """Seconds: the import inside the call (wall, CPU), the whole call (wall)."""
     started = time.perf_counter()
     result = await ActivityEnvironment().run(tool.run, ToolRequest(workspace=run, arguments={"code": TIMED.format(module=module)}))
     whole = time.perf_counter() - started
     if result.error:
         raise SystemExit(f"the call failed: {result.output}")
-    return float(result.output.split()[-1]), whole
+    wall, cpu = result.output.split()[-2:]
+    return float(wall), float(cpu), whole
 
 
 async def main(rounds: int) -> None:
@@ -55,11 +64,11 @@ async def main(rounds: int) -> None:
             later.append(await call(tool, run, "matplotlib.pyplot"))
             pandas.append(await call(tool, run, "pandas"))
     for name, samples in (("first pyplot import of a run", first), ("later pyplot import", later), ("pandas import", pandas)):
-        inside = statistics.median(s[0] for s in samples)
-        whole = statistics.median(s[1] for s in samples)
-        print(f"{name:30} import {inside * 1000:6.0f} ms   whole call {whole * 1000:6.0f} ms")
-    ratio = statistics.median(s[0] for s in first) / statistics.median(s[0] for s in later)
-    print(f"first/later import: {ratio:.2f} ({rounds} rounds)")
+        wall, cpu, whole = (statistics.median(s[i] for s in samples) for i in range(3))
+        print(f"{name:30} import {wall * 1000:6.0f} ms wall {cpu * 1000:6.0f} ms CPU   whole call {whole * 1000:6.0f} ms")
+    for i, kind in ((0, "wall"), (1, "CPU")):
+        ratio = statistics.median(s[i] for s in first) / statistics.median(s[i] for s in later)
+        print(f"first/later import, {kind}: {ratio:.2f} ({rounds} rounds)")
 
 
 if __name__ == "__main__":
