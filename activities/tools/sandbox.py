@@ -367,7 +367,7 @@ class ToolSandbox:
             "PYTHONUNBUFFERED": "1",
             "TERM": "dumb",
             # matplotlib draws to files only, and keeps its font list in the run
-            # directory: built by a run's first import (~0.3 s), read by the next.
+            # directory: built by a run's first import (a few tenths of a second), read by the next.
             "MPLBACKEND": "Agg",
             "MPLCONFIGDIR": str(run_dir / MATPLOTLIB_DIR),
         }
