@@ -38,6 +38,11 @@ COST = [5, 7, None, 12, 11, 20]
 REGIONS = ["North", "South", "East", "West", "North", "East"]
 
 
+# Each drawing starts matplotlib in the sandbox (~1 s of CPU): the e2e tier, so the default
+# tier stays under 5 minutes; the argument checks are unit tests (test_chart_arguments.py).
+pytestmark = pytest.mark.e2e
+
+
 @pytest.fixture
 def setup(tmp_path):
     root = tmp_path / "root"

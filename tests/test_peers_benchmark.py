@@ -74,6 +74,7 @@ def test_a_venv_whose_pins_match_is_reused_without_pip(tmp_path):
     assert said == [f"peers: agents-sdk: venv ready ({', '.join(AGENTS_SDK.packages)})"]
 
 
+@pytest.mark.e2e  # it makes a venv (~10 s): the e2e tier
 @pytest.mark.timeout(240)
 def test_without_pypi_a_peer_venv_fails_in_one_line(tmp_path, monkeypatch):
     # pip without its config (the machine's extra indexes) and with an index nobody listens on.
