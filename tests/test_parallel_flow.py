@@ -14,27 +14,15 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, Wor
 
 from agent_model.flow import FlowOutcome, PlanningFlowInput, PlanningFlowResult
 from agent_model.plan import StepStatus
-from runtime.worker_factory import build_worker
 from testkit.e2e import wait_until
 from testkit.fake_openai import Reply, call, python, terminate
 from testkit.run_results import final_result
-from testkit.settings import make_settings
+from tests.test_cancel import dev_settings, dev_worker  # noqa: F401 (fixtures)
 from tests.test_planning_flow import FlowScript
 from workflows.planning import PlanningFlowWorkflow
 
 THINK_DELAY = 0.3
 """Each step's think takes this long, so that concurrent steps surely overlap."""
-
-
-@pytest.fixture
-def dev_settings(fake_llm, tmp_path):
-    return make_settings(fake_llm.base_url, tmp_path / "workspace")
-
-
-@pytest.fixture
-async def dev_worker(dev_env, dev_settings):
-    async with build_worker(dev_env.client, dev_settings) as running:
-        yield running
 
 
 def plan_with(steps: list[str], depends_on: list | None) -> Reply:

@@ -152,12 +152,8 @@ class PlanningFlowWorkflow:
                 return FlowOutcome.BUDGET, f"{spent}; step {index + 1} and after were not started"
             if not await self._run_step(index):
                 reason = self.plan.steps[index].notes
-                if (spent := self._budget_spent()) is not None:
-                    return FlowOutcome.BUDGET, f"{spent}; step {index + 1} is blocked ({reason}) and was not replanned"
-                if self._time_left() <= timedelta(0):
-                    return FlowOutcome.TIMED_OUT, f"the flow's {self.input.timeout_seconds:.0f} s ran out during step {index + 1}"
-                if self.replans >= self.input.max_replans:
-                    return FlowOutcome.BLOCKED, f"step {index + 1} is blocked ({reason}) and no replans are left"
+                if (end := self._end_instead_of_replan(index, reason)) is not None:
+                    return end
                 if not await self._replan(index, reason):
                     return FlowOutcome.BLOCKED, f"step {index + 1} is blocked ({reason}) and the plan could not be revised"
 
@@ -217,16 +213,22 @@ class PlanningFlowWorkflow:
             return FlowOutcome.BLOCKED, f"the plan ran to its end, but step(s) {', '.join(blocked)} stayed blocked"
         return FlowOutcome.COMPLETED, None
 
-    async def _after_blocked(self, index: int) -> tuple[FlowOutcome, str] | None:
-        """Step `index` blocked and nothing runs: revise the plan (None), or
-        the flow's end."""
-        reason = self.plan.steps[index].notes
+    def _end_instead_of_replan(self, index: int, reason: str) -> tuple[FlowOutcome, str] | None:
+        """Why blocked step `index` ends the flow rather than a replan (budget, time, replans used), or None."""
         if (spent := self._budget_spent()) is not None:
             return FlowOutcome.BUDGET, f"{spent}; step {index + 1} is blocked ({reason}) and was not replanned"
         if self._time_left() <= timedelta(0):
             return FlowOutcome.TIMED_OUT, f"the flow's {self.input.timeout_seconds:.0f} s ran out during step {index + 1}"
         if self.replans >= self.input.max_replans:
             return FlowOutcome.BLOCKED, f"step {index + 1} is blocked ({reason}) and no replans are left"
+        return None
+
+    async def _after_blocked(self, index: int) -> tuple[FlowOutcome, str] | None:
+        """Step `index` blocked and nothing runs: revise the plan (None), or
+        the flow's end."""
+        reason = self.plan.steps[index].notes
+        if (end := self._end_instead_of_replan(index, reason)) is not None:
+            return end
         keep = kept_before_replan(self.plan)
         for i, step in enumerate(self.plan.steps[:keep]):
             if step.status == StepStatus.NOT_STARTED and (needed := needs_a_blocked_step(self.plan, i)) is not None:
