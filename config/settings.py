@@ -76,6 +76,10 @@ class Settings(BaseModel):
     tool_memory_mb: int = 2048
     """Memory of one tool call, all its processes together (cgroup), and of
     each process (RLIMIT_AS)."""
+    tool_sandbox_per_run: bool = True
+    """One sandbox per run that each of its process calls enters (a fork and
+    an exec), instead of a sandbox started for every call (network "none"
+    only; activities/tools/run_sandbox.py)."""
     tool_run_disk_mb: int = 1024
     """Disk one run may hold: its directory and its undo history together. A
     tool call that grows past it is stopped, an edit past it refused
@@ -233,6 +237,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         tool_user=tools.user,
         tool_memory_mb=tools.memory_mb,
         tool_run_disk_mb=tools.run_disk_mb,
+        tool_sandbox_per_run=tools.sandbox_per_run,
         workflow_sandbox=worker.workflow_sandbox,
         worker_deployment_name=worker.deployment_name,
         worker_build_id=worker.build_id,

@@ -42,7 +42,15 @@ class ToolsSection(BaseModel):
     user: Any = 65534
     memory_mb: Any = 2048
     run_disk_mb: Any = 1024
+    sandbox_per_run: Any = True
     """Each described on Settings' tool_* field."""
+
+    @field_validator("sandbox_per_run")
+    @classmethod
+    def _per_run(cls, value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"sandbox_per_run must be true or false, not {value!r}")
+        return value
 
     @field_validator("sandbox")
     @classmethod

@@ -75,6 +75,7 @@ def tool_sandbox(settings: Settings) -> ToolSandbox:
         egress_deny=control_plane(settings).endpoints,
         tool_user=settings.tool_user,
         memory_bytes=settings.tool_memory_mb * 1024**2,
+        per_run=settings.tool_sandbox_per_run,
     )
 
 

@@ -41,7 +41,8 @@ TYPE_CHECKING = False  # set by type checkers only, which see this file as a mod
 if TYPE_CHECKING:
     from activities.tools import disk_use
 else:
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script's directory out
+    if "disk_use" not in sys.modules:  # else a run sandbox's loader has it (activities/tools/run_sandbox.py)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script's directory out
     import disk_use
 
 _PR_SET_PDEATHSIG = 1
@@ -108,15 +109,19 @@ def start(command: list[str], cgroups: list[str], rlimits: list[tuple[int, int, 
             os.write(fd, b"%d" % os.getpid())
             os.close(fd)
         for which, soft, hard in rlimits:
-            _, current_hard = resource.getrlimit(which)
-            if current_hard != resource.RLIM_INFINITY:  # a hard limit can only be lowered
-                soft, hard = min(soft, current_hard), min(hard, current_hard)
-            resource.setrlimit(which, (soft, hard))
+            set_rlimit(which, soft, hard)
         os.umask(0o077)  # the run's files are the run's alone
         os.execvp(command[0], command)
     except BaseException as e:  # noqa: BLE001 - the child must never return into the guard
         os.write(2, f"call_guard: cannot start {command[0]}: {e}\n".encode())
     os._exit(127)
+
+
+def set_rlimit(which: int, soft: int, hard: int) -> None:
+    _, current_hard = resource.getrlimit(which)
+    if current_hard != resource.RLIM_INFINITY:  # a hard limit can only be lowered
+        soft, hard = min(soft, current_hard), min(hard, current_hard)
+    resource.setrlimit(which, (soft, hard))
 
 
 def cgroup_pids(cgroups: list[str]) -> set[int]:
@@ -223,12 +228,12 @@ def supervise(
     pid: int,
     lease_fd: int | None,
     lease: float,
-    cgroups: list[str],
+    kill_call: Callable[[], None],
     disk: DiskWatch | None = None,
     verdict_fd: int | None = None,
 ) -> int:
-    """Wait for the child; kill it if the lease lapses or the disk check says
-    so. Returns its wait status."""
+    """Wait for the child; kill the call (`kill_call`) if the lease lapses or
+    the disk check says so. Returns the child's wait status."""
     poller = select.poll()
     child_fd = os.pidfd_open(pid)
     poller.register(child_fd, select.POLLIN)
@@ -243,11 +248,11 @@ def supervise(
             break
         if lease_fd in ready:
             if not os.read(lease_fd, 4096):
-                kill(pid, cgroups)  # the worker is gone
+                kill_call()  # the worker is gone
                 break
             lease_due = time.monotonic() + lease
         elif lease_fd is not None and time.monotonic() >= lease_due:
-            kill(pid, cgroups)  # the lease lapsed
+            kill_call()  # the lease lapsed
             break
         verdict = disk.verdict() if disk is not None else None
         if verdict is not None:
@@ -256,13 +261,13 @@ def supervise(
                     os.write(verdict_fd, verdict.encode())
                 except OSError:  # the worker stopped listening; the kill is what matters
                     pass
-            kill(pid, cgroups)
+            kill_call()
             break
     _, status = os.waitpid(pid, 0)
     return status
 
 
-def _open_files_for_scans() -> None:
+def open_files_for_scans() -> None:
     """A scan holds one descriptor per directory level: allow as many as the
     hard limit does (the command gets its own, lower limit)."""
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -279,13 +284,15 @@ def main(argv: list[str]) -> None:
         os.set_inheritable(fd, False)  # the lock, the lease and the verdict stay with the guard
     disk = None
     if options["disk_dir"] is not None:
-        _open_files_for_scans()
+        open_files_for_scans()
         disk = DiskWatch(options["disk_dir"], options["disk_quota"], options["disk_floor"])
     pid = start(command, options["cgroup"], options["rlimit"])
+    cgroups = options["cgroup"]
     if disk is not None:
-        cgroups = options["cgroup"]
         disk.call_pids = (lambda: cgroup_pids(cgroups)) if cgroups else (lambda: descendants(pid))
-    status = supervise(pid, options["lease_fd"], options["lease"], options["cgroup"], disk, options["verdict_fd"])
+    status = supervise(
+        pid, options["lease_fd"], options["lease"], lambda: kill(pid, cgroups), disk, options["verdict_fd"]
+    )
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

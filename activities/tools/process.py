@@ -13,8 +13,10 @@ import contextlib
 import codecs
 import fcntl
 import os
+import resource
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -28,9 +30,10 @@ from agent_model.tool_io import ToolResult
 from agent_model.tool_spec import TOOL_HEARTBEAT
 from activities.heartbeats import MAX_INTERVAL, heartbeating
 from activities.lost_worker import release_run_from_lost_worker
-from activities.tools import disk_use, seccomp_filter
+from activities.tools import disk_use, run_sandbox, seccomp_filter
 from activities.tools.call_cgroup import CallGroup
 from activities.tools.egress_proxy import EgressProxy
+from activities.tools.run_sandbox import RunSandbox
 from activities.tools.sandbox import ToolSandbox, no_new_privs
 from activities.workspace import Workspace
 
@@ -82,17 +85,29 @@ class ProcessLimits:
     """RLIMIT_NPROC. It counts all processes of the user, not just the child's,
     and the kernel does not enforce it for root."""
 
-    def guard_options(self, timeout: float) -> list[str]:
+    def rlimits(self, timeout: float) -> list[tuple[int, int, int]]:
+        """(resource, soft, hard) for each limit."""
         cpu = self.cpu_seconds if self.cpu_seconds is not None else int(timeout) + 5
         return [
-            f"--rlimit=AS:{self.address_space_bytes}",
+            (resource.RLIMIT_AS, self.address_space_bytes, self.address_space_bytes),
             # Soft limit sends SIGXCPU; the hard limit one second later SIGKILLs.
-            f"--rlimit=CPU:{cpu},{cpu + 1}",
-            f"--rlimit=FSIZE:{self.file_size_bytes}",
-            f"--rlimit=NOFILE:{self.open_files}",
-            f"--rlimit=NPROC:{self.processes}",
-            "--rlimit=CORE:0",
+            (resource.RLIMIT_CPU, cpu, cpu + 1),
+            (resource.RLIMIT_FSIZE, self.file_size_bytes, self.file_size_bytes),
+            (resource.RLIMIT_NOFILE, self.open_files, self.open_files),
+            (resource.RLIMIT_NPROC, self.processes, self.processes),
+            (resource.RLIMIT_CORE, 0, 0),
         ]
+
+    def guard_options(self, timeout: float) -> list[str]:
+        names = {number: name for name, number in RLIMIT_NAMES.items()}
+        return [f"--rlimit={names[which]}:{soft},{hard}" for which, soft, hard in self.rlimits(timeout)]
+
+
+RLIMIT_NAMES = {
+    "AS": resource.RLIMIT_AS, "CPU": resource.RLIMIT_CPU, "FSIZE": resource.RLIMIT_FSIZE,
+    "NOFILE": resource.RLIMIT_NOFILE, "NPROC": resource.RLIMIT_NPROC, "CORE": resource.RLIMIT_CORE,
+}
+"""The guard's names for them (call_guard.RLIMITS)."""
 
 
 @dataclass(frozen=True)
@@ -258,6 +273,166 @@ async def run_limited(
         memory_exhausted=bool(group and group.oom_kills()),
         disk_note=disk.note(verdict) if disk is not None else None,
     )
+
+
+async def run_entered(
+    box: RunSandbox,
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: dict,
+    stdin: bytes | None,
+    timeout: float,
+    limits: ProcessLimits,
+    max_output: int,
+    group: CallGroup | None,
+    lock_fd: int,
+    report_fd: int | None = None,
+    disk: DiskWatch | None = None,
+) -> ProcessOutcome | None:
+    """run_limited's work, done by the run's sandbox (activities/tools/exec_server.py):
+    the same limits, lease, lock and disk watch, without a sandbox and a guard
+    started for the call. The lock is the server's from the moment the call
+    is sent. None: the sandbox was gone before it took the call (the caller
+    starts the call the per-call way, the lock still its own)."""
+    loop = asyncio.get_running_loop()
+    capture = _ClippedText(max_output)
+    request = run_sandbox.call_request(
+        argv, cwd=cwd, env=env, timeout=timeout, limits=limits, disk=disk, lease=LEASE_SECONDS, report_fd=report_fd
+    )
+    ours: list[int] = []  # ends that stay with the worker
+    theirs: list[tuple[str, int]] = []  # ends handed over, closed here once sent
+    reply, reply_remote = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        out_read, out_write = os.pipe()
+        lease_read, lease_write = os.pipe()
+        ours += [out_read, lease_write]
+        theirs += [("reply", reply_remote.fileno()), ("out", out_write), ("lease", lease_read), ("lock", lock_fd)]
+        os.set_blocking(lease_write, False)
+        stdin_write = None
+        if stdin is not None:
+            stdin_read, stdin_write = os.pipe()  # closed by _write_all
+            theirs.append(("stdin", stdin_read))
+        verdict_read = None
+        if disk is not None:
+            verdict_read, verdict_write = os.pipe()
+            ours.append(verdict_read)
+            theirs.append(("verdict", verdict_write))
+        if report_fd is not None:
+            theirs.append(("report", report_fd))
+        theirs += [("cgroup", fd) for fd in run_sandbox.cgroup_fds(group)]
+        try:
+            run_sandbox.send_call(box, request, theirs)
+        except OSError:
+            for fd in ours + ([stdin_write] if stdin_write is not None else []):
+                os.close(fd)
+            return None
+    finally:
+        for name, fd in theirs:
+            if name not in ("lock", "report", "reply"):
+                os.close(fd)
+        reply_remote.close()
+    os.close(lock_fd)  # the server holds it now, until the call's last process is gone
+    reply.setblocking(False)
+    output_closed = asyncio.Event()
+
+    def on_output() -> None:
+        try:
+            data = os.read(out_read, 65536)
+        except BlockingIOError:
+            return
+        if data:
+            capture.feed(data)
+        else:
+            loop.remove_reader(out_read)
+            output_closed.set()
+
+    os.set_blocking(out_read, False)
+    loop.add_reader(out_read, on_output)
+    reply_task = asyncio.ensure_future(run_sandbox.read_outcome(reply))
+    exited = asyncio.Event()
+    reply_task.add_done_callback(lambda _: exited.set())
+    feeding = _StdinFeed(stdin_write, stdin) if stdin_write is not None and stdin is not None else None
+    started = time.monotonic()
+    lease_open = True
+    verdict = b""
+    try:
+        timed_out = not await _wait_with_heartbeats(exited, started + timeout, lease_write)
+        if timed_out:
+            os.close(lease_write)  # the server kills the call at once
+            lease_open = False
+            await _wait_bounded(exited, REAP_TIMEOUT)
+        await _wait_bounded(output_closed, OUTPUT_DRAIN_GRACE)
+    finally:
+        if lease_open and not exited.is_set():  # cancelled: end the call as a timeout would
+            os.close(lease_write)
+            lease_open = False
+            await _wait_bounded(exited, REAP_TIMEOUT)
+        if not exited.is_set():  # the server did not answer: the whole sandbox goes
+            box.close()
+        reply_task.cancel()
+        if feeding is not None:
+            feeding.stop()
+        loop.remove_reader(out_read)
+        reply.close()
+        if verdict_read is not None:
+            verdict = read_report(verdict_read)
+        for fd in ours:
+            if fd != lease_write or lease_open:
+                os.close(fd)
+    status = reply_task.result().status if reply_task.done() and not reply_task.cancelled() else None
+    return ProcessOutcome(
+        output=capture.text(),
+        exit_code=_exit_code(status),
+        timed_out=timed_out,
+        memory_exhausted=bool(group and group.oom_kills()),
+        disk_note=disk.note(verdict) if disk is not None else None,
+    )
+
+
+def _exit_code(status: int | None) -> int | None:
+    """A wait status as Popen.returncode gives it (negative: a signal)."""
+    if status is None:
+        return None
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    return os.waitstatus_to_exitcode(status)
+
+
+class _StdinFeed:
+    """Writes a call's input to its stdin pipe without blocking the event
+    loop, and closes the pipe when done (the command sees the end of its
+    input) or when stopped."""
+
+    def __init__(self, fd: int, data: bytes) -> None:
+        self.fd: int | None = fd
+        self.view = memoryview(data)
+        os.set_blocking(fd, False)
+        self.loop = asyncio.get_running_loop()
+        self._write()
+
+    def _write(self) -> None:
+        while self.view and self.fd is not None:
+            try:
+                written = os.write(self.fd, self.view)
+            except BlockingIOError:
+                self.loop.add_writer(self.fd, self._resume)
+                return
+            except BrokenPipeError:  # the command stopped reading: the rest is not needed
+                break
+            self.view = self.view[written:]
+        self.stop()
+
+    def _resume(self) -> None:
+        if self.fd is not None:
+            self.loop.remove_writer(self.fd)
+            self._write()
+
+    def stop(self) -> None:
+        if self.fd is not None:
+            self.loop.remove_writer(self.fd)
+            os.close(self.fd)
+            self.fd = None
 
 
 def read_report(fd: int) -> bytes:
@@ -431,6 +606,10 @@ class ProcessTool:
             note = disk_use.low_disk_note(reserve)
             return ProcessOutcome(output="", exit_code=None, timed_out=False, disk_note=note)
         lock_path = self.workspace.history_dir(run_name) / "tools.lock"
+        if self.sandbox.runs is not None:
+            entered = await self._run_entered(argv, run_name, run_dir, cwd, stdin, report_fd, reserve, lock_path)
+            if entered is not None:
+                return entered
         seccomp = seccomp_filter.program_fd() if self.sandbox.mode == "bwrap" else None
         try:
             async with self._egress() as egress_socket:
@@ -458,6 +637,51 @@ class ProcessTool:
         finally:
             if seccomp is not None:
                 os.close(seccomp)
+
+    async def _run_entered(
+        self,
+        argv: list[str],
+        run_name: str,
+        run_dir: Path,
+        cwd: Path | None,
+        stdin: bytes | None,
+        report_fd: int | None,
+        reserve: int,
+        lock_path: Path,
+    ) -> ProcessOutcome | None:
+        """The call in the run's own sandbox; None when that sandbox is not
+        available (the call then starts one of its own)."""
+        assert self.sandbox.runs is not None
+        lock_fd = await _lock_run(lock_path)
+        try:
+            box = await self.sandbox.runs.get(run_dir)
+        except BaseException:
+            os.close(lock_fd)
+            raise
+        if box is None:
+            os.close(lock_fd)
+            return None
+        with self.sandbox.call_group() as group:
+            started = time.monotonic()
+            outcome = await run_entered(
+                box,
+                argv,
+                cwd=cwd or run_dir,
+                env=self.sandbox.environment(run_dir),
+                stdin=stdin,
+                timeout=self.timeout,
+                limits=self.limits,
+                max_output=self.max_output,
+                group=group,
+                lock_fd=lock_fd,
+                report_fd=report_fd,
+                disk=self._disk_watch(run_name, run_dir, reserve),
+            )
+            if outcome is None:  # the sandbox was gone: the lock is still ours
+                os.close(lock_fd)
+                return None
+            _record_duration(time.monotonic() - started, outcome)
+            return outcome
 
     def _disk_watch(self, run_name: str, run_dir: Path, reserve: int) -> DiskWatch:
         quota = self.workspace.run_disk_bytes

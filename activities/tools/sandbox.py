@@ -39,13 +39,14 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
 from activities.tools import seccomp_filter
 from activities.tools.call_cgroup import CallCgroups, CallGroup
 from activities.tools.control_plane import Endpoint
+from activities.tools.run_sandbox import RunSandboxes
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,10 @@ class ToolSandbox:
     cgroups: CallCgroups | None = None
     memory_bytes: int = DEFAULT_MEMORY_BYTES
     max_pids: int = DEFAULT_MAX_PIDS
+    runs: RunSandboxes | None = field(default=None, compare=False, repr=False)
+    """One sandbox per run, entered by each call (activities/tools/run_sandbox.py);
+    None: every call starts a sandbox of its own (network "internet", or
+    `[tools] sandbox_per_run = false`)."""
 
     # ---- construction ---------------------------------------------------------
 
@@ -144,9 +149,11 @@ class ToolSandbox:
         memory_bytes: int = DEFAULT_MEMORY_BYTES,
         max_pids: int = DEFAULT_MAX_PIDS,
         bwrap: str | None = None,
+        per_run: bool = True,
     ) -> "ToolSandbox":
         """The sandbox this worker can give its tools, checked by starting one
-        confined process. Raises SandboxUnavailable only in mode "bwrap"."""
+        confined process. Raises SandboxUnavailable only in mode "bwrap".
+        per_run: keep one sandbox per run that its calls enter (network "none" only)."""
         cgroups = CallCgroups.detect(memory_bytes=memory_bytes, max_pids=max_pids)
         if mode == "none":
             return cls.none(cgroups)
@@ -171,6 +178,8 @@ class ToolSandbox:
         )
         problem = candidate._problem()
         if problem is None:
+            if per_run and network == "none":
+                return replace(candidate, runs=RunSandboxes(candidate))
             return candidate
         if mode == "bwrap":
             raise SandboxUnavailable(f"tool sandbox: {problem}. {FIX_HINT}")
@@ -217,8 +226,9 @@ class ToolSandbox:
             if self.network == "internet"
             else "network: none"
         )
+        entered = "one per run, each call entered" if self.runs is not None else "one per call"
         return (
-            "tool sandbox: bubblewrap (system read-only, only the run directory writable, "
+            f"tool sandbox: bubblewrap, {entered} (system read-only, only the run directory writable, "
             f"own pid/net/ipc namespaces, no capabilities, {user}); {network}; {limits}"
         )
 

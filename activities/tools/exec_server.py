@@ -1,0 +1,263 @@
+"""The inside of a run's sandbox: one process per run that starts each tool
+call of the run (under bubblewrap, loaded with call_guard.py and
+disk_use.py from descriptors by activities/tools/run_sandbox.py, so no
+file of the worker's appears in the sandbox).
+
+Starting bubblewrap, its namespaces and mounts, and a guard's Python costs
+tens of milliseconds, far more than an `echo`. So a run's confinement is set
+up once, when its first call comes, and this server forks every call inside
+it. What held per call holds here, in the same ways:
+
+- the worker sends each call over the control socket (a datagram with the
+  call's descriptors: its output pipe, reply socket, lease pipe, the run's
+  tool lock, its cgroup's `cgroup.procs` files opened by the worker, so the
+  command joins the call's cgroup without /sys being in the sandbox);
+- the command runs with the call's rlimits, umask 077, its own session and a
+  parent-death signal; the server supervises it as the guard does
+  (call_guard.supervise: the lease, the disk watch);
+- when the command ends, or the lease lapses, or the worker goes (the lease
+  pipe closes), every other process in the sandbox is killed: the sandbox's
+  pid namespace holds only this server and the call, so nothing a call starts
+  (in the background, in a new session) outlives it; then /tmp is emptied,
+  and only then is the tool lock let go and the status sent back;
+- this server is not dumpable, so the call's code (the same uid) cannot
+  trace it or take its descriptors; if it kills the server, bubblewrap's
+  init exits and the kernel kills everything in the sandbox;
+- it exits when the worker closes the control socket, when the worker dies
+  (bubblewrap's --die-with-parent), and after `--idle` seconds without a call.
+
+Standard library only, like the guard.
+"""
+
+from __future__ import annotations
+
+import array
+import ctypes
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from activities.tools import call_guard
+else:
+    import call_guard  # put in sys.modules by the loader (activities/tools/run_sandbox.py)
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
+
+MAX_REQUEST_BYTES = 1024 * 1024
+"""Largest call the worker sends (its argv, environment and limits)."""
+MAX_FDS = 16
+"""Most descriptors one call carries."""
+KILL_SWEEPS = 100
+"""Passes over /proc after a call, 10 ms apart: a process forked during one
+pass is found by the next."""
+READY = b"ready"
+
+
+def _prctl(option: int, value: int) -> None:
+    ctypes.CDLL(None).prctl(option, value, 0, 0, 0)
+
+
+def _alive_others(keep: set[int]) -> set[int]:
+    """Processes of the sandbox other than `keep`, zombies left out."""
+    found = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in keep:
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                state = f.read().rpartition(b")")[2].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in (b"Z", b"X"):
+            found.add(int(name))
+    return found
+
+
+def kill_all_but(keep: set[int]) -> None:
+    """SIGKILL every process of the sandbox but `keep`, until none is left."""
+    for _ in range(KILL_SWEEPS):
+        others = _alive_others(keep)
+        if not others:
+            return
+        for pid in others:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.01)
+
+
+def empty_tmp() -> None:
+    """The next call starts with an empty /tmp, as a call of its own would.
+    Only the sandbox's own tmpfs is emptied: a directory bound into it (the
+    run directory, when it lies under /tmp on the host) is another device
+    and is never entered."""
+    try:
+        fd = os.open("/tmp", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return
+    try:
+        _empty(fd, os.fstat(fd).st_dev)
+    finally:
+        os.close(fd)
+
+
+def _empty(dir_fd: int, device: int) -> None:
+    for entry in os.scandir(dir_fd):
+        try:
+            info = entry.stat(follow_symlinks=False)
+            if info.st_dev != device:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                child = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+                try:
+                    if os.fstat(child).st_dev == device:
+                        _empty(child, device)
+                finally:
+                    os.close(child)
+                os.rmdir(entry.name, dir_fd=dir_fd)  # refused for a mount point and what leads to one
+            else:
+                os.unlink(entry.name, dir_fd=dir_fd)
+        except OSError:
+            continue
+
+
+def _start(request: dict, fds: dict) -> int:
+    """Fork the call's command; returns its pid."""
+    server = os.getpid()
+    pid = os.fork()
+    if pid:
+        return pid
+    try:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != server:
+            os._exit(1)
+        for fd in fds.get("cgroup", []):  # join before exec, so nothing escapes the caps
+            os.write(fd, b"0")
+        os.setsid()
+        for which, soft, hard in request["rlimits"]:
+            call_guard.set_rlimit(which, soft, hard)
+        os.umask(0o077)
+        os.chdir(request["cwd"])
+        # Everything to the numbers the command expects, through high numbers
+        # first so that no target overwrites a source.
+        targets = {0: fds.get("stdin", -1), 1: fds["out"], 2: fds["out"]}
+        if "report" in fds:
+            targets[int(request["report_fd"])] = fds["report"]
+        staged = {}
+        for target, source in targets.items():
+            staged[target] = os.dup(source) if source >= 0 else os.open(os.devnull, os.O_RDONLY)
+        for target, source in staged.items():
+            os.dup2(source, target)
+        for name in os.listdir("/proc/self/fd"):
+            if int(name) > 2 and int(name) not in targets:
+                try:
+                    os.close(int(name))
+                except OSError:
+                    pass
+        argv = request["argv"]
+        os.execvpe(argv[0], argv, request["env"])
+    except BaseException as e:  # noqa: BLE001 - the child must never return into the server
+        try:
+            os.write(fds["out"], f"exec_server: cannot start the command: {e}\n".encode())
+        except OSError:
+            pass
+    os._exit(127)
+
+
+def run_call(request: dict, fds: dict) -> dict:
+    """One call, from its start to the moment the sandbox holds nothing of it."""
+    keep = {1, os.getpid()}
+    disk = None
+    if request.get("disk") is not None:
+        disk = call_guard.DiskWatch(request["disk"]["dir"], request["disk"]["quota"], request["disk"]["floor"])
+    pid = _start(request, fds)
+    for name in ("out", "stdin", "report"):
+        if name in fds:
+            os.close(fds.pop(name))
+    for fd in fds.pop("cgroup", []):
+        os.close(fd)
+    if disk is not None:
+        disk.call_pids = lambda: _alive_others(keep)
+    status = call_guard.supervise(
+        pid, fds.get("lease"), float(request["lease"]), lambda: kill_all_but(keep), disk, fds.get("verdict")
+    )
+    kill_all_but(keep)
+    empty_tmp()
+    return {"status": status}
+
+
+def _receive(control: socket.socket) -> tuple[dict, dict[str, int]] | None:
+    """The next call, or None when the worker closed the socket."""
+    fds = array.array("i")
+    data, ancillary, flags, _ = control.recvmsg(MAX_REQUEST_BYTES, socket.CMSG_SPACE(MAX_FDS * fds.itemsize))
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
+    received = list(fds)
+    for fd in received:
+        os.set_inheritable(fd, False)
+    if not data:
+        for fd in received:
+            os.close(fd)
+        return None
+    request = json.loads(data)
+    names = request["fds"]
+    if len(names) != len(received) or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+        for fd in received:
+            os.close(fd)
+        raise SystemExit("exec_server: a call arrived cut short")
+    named: dict = {}
+    for name, fd in zip(names, received):
+        if name == "cgroup":
+            named.setdefault("cgroup", []).append(fd)
+        else:
+            named[name] = fd
+    return request, named
+
+
+def serve(control: socket.socket, idle: float) -> None:
+    poller = select.poll()
+    poller.register(control, select.POLLIN)
+    control.send(READY)
+    while True:
+        if not poller.poll(int(idle * 1000)):
+            return  # no call for `idle` seconds: the worker starts a new sandbox when one comes
+        received = _receive(control)
+        if received is None:
+            return
+        request, fds = received
+        reply = fds.pop("reply")
+        lock = fds.pop("lock", None)
+        try:
+            outcome = run_call(request, fds)
+        finally:
+            for fd in fds.values():
+                if isinstance(fd, int):
+                    os.close(fd)
+            if lock is not None:
+                os.close(lock)  # only now may a retry of the call start
+        try:
+            os.write(reply, json.dumps(outcome).encode())
+        except OSError:
+            pass
+        os.close(reply)
+
+
+def main(argv: list[str]) -> None:
+    options = dict(word.lstrip("-").partition("=")[::2] for word in argv)
+    _prctl(_PR_SET_DUMPABLE, 0)  # the calls' code may not trace this process or take its descriptors
+    call_guard.open_files_for_scans()
+    control = socket.socket(fileno=int(options["control-fd"]))
+    serve(control, float(options.get("idle", "60")))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
