@@ -343,7 +343,7 @@ def build_worker(
         log.info("MCP servers: %s", ", ".join(f"{name} ({server.kind})" for name, server in settings.mcp_servers.items()))
     if sessions.problem() is not None:
         log.warning("%s", sessions.describe())
-        return WorkerSet(shared, mcp=resources.mcp_pool, tracing=tracing)
+        return WorkerSet(shared, mcp=resources.mcp_pool, tracing=tracing, run_sandboxes=resources.sandbox.runs)
     log.info("%s", sessions.describe())
     own = Worker(
         client,
@@ -351,7 +351,9 @@ def build_worker(
         activities=own_queue_activities(resources),
         **{k: v for k, v in options.items() if k not in OPTIONS_FOR_WORKFLOWS_ONLY},
     )
-    return WorkerSet(shared, own, sessions, mcp=resources.mcp_pool, tracing=tracing)
+    return WorkerSet(
+        shared, own, sessions, mcp=resources.mcp_pool, tracing=tracing, run_sandboxes=resources.sandbox.runs
+    )
 
 
 OPTIONS_FOR_WORKFLOWS_ONLY = frozenset({"max_cached_workflows", "workflow_runner", "workflows"})

@@ -16,6 +16,7 @@ from temporalio.worker import Worker
 if TYPE_CHECKING:
     from activities.browser.sessions import BrowserSessions
     from activities.mcp.pool import McpPool
+    from activities.tools.run_sandbox import RunSandboxes
     from runtime.tracing import Tracing
 
 
@@ -30,9 +31,11 @@ class WorkerSet:
         browsers: BrowserSessions | None = None,
         mcp: McpPool | None = None,
         tracing: Tracing | None = None,
+        run_sandboxes: RunSandboxes | None = None,
     ) -> None:
         self.shared, self.own, self.browsers, self.mcp = shared, own, browsers, mcp
         self.tracing = tracing
+        self.run_sandboxes = run_sandboxes
         self._stopped_once = False
 
     @property
@@ -72,8 +75,8 @@ class WorkerSet:
         await asyncio.gather(*(worker.shutdown() for worker in self.workers))
 
     async def _stopped(self) -> None:
-        """The browsers and MCP servers close after the activities that used them
-        finished; the worker's spans are flushed last."""
+        """The browsers, MCP servers and runs' tool sandboxes close after the
+        activities that used them finished; the worker's spans are flushed last."""
         if self._stopped_once:
             return
         self._stopped_once = True
@@ -81,6 +84,8 @@ class WorkerSet:
             await self.browsers.close_all()
         if self.mcp is not None:
             await self.mcp.close_all()
+        if self.run_sandboxes is not None:
+            await asyncio.to_thread(self.run_sandboxes.close_all)
         if self.tracing is not None:
             # Last: the spans of the activities that just ended are flushed too.
             await asyncio.to_thread(self.tracing.close)

@@ -226,3 +226,29 @@ async def test_the_sandboxes_die_with_their_worker(confined, tmp_path):
         await asyncio.sleep(0.1)
     assert not calls, "a call outlived its worker"
     assert not boxes, "a run's sandbox outlived its worker"
+
+
+async def test_a_call_at_the_memory_cap_is_killed_and_its_sandbox_stays(tmp_path):
+    """The sandbox's cgroup caps the call of the moment: three children of
+    300 MB each under 512 MiB must not all live, and the kernel's choice falls
+    on the call, never on the server beside it."""
+    root = tmp_path / "root"
+    sandbox = ToolSandbox.detect("auto", root, memory_bytes=512 * 1024**2)
+    require(sandbox.mode == "bwrap", "bubblewrap")
+    require(sandbox.cgroups is not None and "memory" in sandbox.cgroups.parents, "a writable memory cgroup")
+    workspace = Workspace(root)
+    try:
+        before = (await bash(workspace, sandbox, PID_NAMESPACE)).output.strip()
+        out = await python(workspace, sandbox, """
+import subprocess, sys
+hog = "b = bytearray(300 * 1024 * 1024); import time; time.sleep(3); print('kept', len(b))"
+children = [subprocess.Popen([sys.executable, "-c", hog]) for _ in range(3)]
+print("exits:", sorted(c.wait() for c in children))
+""")
+        exits = out.split("exits:")[1].split("]")[0] if "exits:" in out else ""
+        assert "-9" in exits or "out of memory" in out, out
+        after = (await bash(workspace, sandbox, PID_NAMESPACE)).output.strip()
+        assert after == before, "the run's sandbox died with the call"
+    finally:
+        sandbox.runs.close_all()
+    assert list(sandbox.cgroups.parents["memory"].glob("run-*")) == [], "a closed sandbox left its cgroup"

@@ -56,6 +56,11 @@ class CallGroup:
                             return int(value)
         return 0
 
+    def remove(self) -> None:
+        """Kill every process still in it and remove it."""
+        for d in self.dirs:
+            empty_and_remove(d)
+
 
 @dataclass(frozen=True)
 class CallCgroups:
@@ -98,7 +103,18 @@ class CallCgroups:
     def call(self) -> Iterator[CallGroup | None]:
         """A fresh group for one call; every process still in it is killed and
         the group removed afterwards."""
-        name = f"call-{uuid.uuid4().hex[:12]}"
+        group = self.make("call")
+        try:
+            yield group
+        finally:
+            if group is not None:
+                group.remove()
+
+    def make(self, kind: str, own_pids: int = 0) -> CallGroup | None:
+        """A new group with the caps (`kind`: "call", "run"); None if it cannot
+        be made (the call then has rlimits only). own_pids: processes of the
+        sandbox itself that live in the group beside the call's."""
+        name = f"{kind}-{uuid.uuid4().hex[:12]}"
         made: list[Path] = []
         try:
             for controller, parent in self.parents.items():
@@ -107,29 +123,24 @@ class CallCgroups:
                     continue
                 group.mkdir()
                 made.append(group)
-                self._limit(group, controller)
+                self._limit(group, controller, own_pids)
         except OSError as e:
             log.warning("tool sandbox: cannot create the call's cgroup (%s); it runs with rlimits only", e)
             for group in made:
                 empty_and_remove(group)
-            yield None
-            return
-        try:
-            yield CallGroup(tuple(made))
-        finally:
-            for group in made:
-                empty_and_remove(group)
+            return None
+        return CallGroup(tuple(made))
 
-    def _limit(self, group: Path, controller: str) -> None:
+    def _limit(self, group: Path, controller: str, own_pids: int) -> None:
         if self.version == 2:
             if "pids" in self.parents:
-                (group / "pids.max").write_text(str(self.max_pids))
+                (group / "pids.max").write_text(str(self.max_pids + own_pids))
             if "memory" in self.parents:
                 (group / "memory.max").write_text(str(self.memory_bytes))
                 with contextlib.suppress(OSError):  # no swap accounting: nothing to cap
                     (group / "memory.swap.max").write_text("0")
         elif controller == "pids":
-            (group / "pids.max").write_text(str(self.max_pids))
+            (group / "pids.max").write_text(str(self.max_pids + own_pids))
         else:
             (group / "memory.limit_in_bytes").write_text(str(self.memory_bytes))
             with contextlib.suppress(OSError):

@@ -10,8 +10,13 @@ it. What held per call holds here, in the same ways:
 
 - the worker sends each call over the control socket (a datagram with the
   call's descriptors: its output pipe, reply socket, lease pipe, the run's
-  tool lock, its cgroup's `cgroup.procs` files opened by the worker, so the
-  command joins the call's cgroup without /sys being in the sandbox);
+  tool lock);
+- the sandbox's cgroup caps the call: every process of the sandbox is born
+  in it (bubblewrap joined it before it started), and the call is the only
+  thing in it besides this server, since the run's tool lock lets one call
+  of the run in at a time; the call's processes are the OOM killer's first
+  choice (oom_score_adj 1000), so a call at its memory cap cannot take this
+  server down with it;
 - the command runs with the call's rlimits, umask 077, its own session and a
   parent-death signal; the server supervises it as the guard does
   (call_guard.supervise: the lease, the disk watch);
@@ -40,6 +45,7 @@ import signal
 import socket
 import sys
 import time
+import warnings  # noqa: F401 - os.execvpe imports it on first use: once here, not in every forked call
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -58,6 +64,9 @@ KILL_SWEEPS = 100
 """Passes over /proc after a call, 10 ms apart: a process forked during one
 pass is found by the next."""
 READY = b"ready"
+OOM_SCORE_ADJ = 1000
+"""A call's processes (raising one's own score needs no privilege): at the
+sandbox's memory cap the kernel kills them, not this server."""
 
 
 def _prctl(option: int, value: int) -> None:
@@ -139,8 +148,11 @@ def _start(request: dict, fds: dict) -> int:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != server:
             os._exit(1)
-        for fd in fds.get("cgroup", []):  # join before exec, so nothing escapes the caps
-            os.write(fd, b"0")
+        try:
+            with open("/proc/self/oom_score_adj", "w") as adj:
+                adj.write(str(OOM_SCORE_ADJ))
+        except OSError:
+            pass
         os.setsid()
         for which, soft, hard in request["rlimits"]:
             call_guard.set_rlimit(which, soft, hard)
@@ -182,8 +194,6 @@ def run_call(request: dict, fds: dict) -> dict:
     for name in ("out", "stdin", "report"):
         if name in fds:
             os.close(fds.pop(name))
-    for fd in fds.pop("cgroup", []):
-        os.close(fd)
     if disk is not None:
         disk.call_pids = lambda: _alive_others(keep)
     status = call_guard.supervise(
@@ -214,13 +224,7 @@ def _receive(control: socket.socket) -> tuple[dict, dict[str, int]] | None:
         for fd in received:
             os.close(fd)
         raise SystemExit("exec_server: a call arrived cut short")
-    named: dict = {}
-    for name, fd in zip(names, received):
-        if name == "cgroup":
-            named.setdefault("cgroup", []).append(fd)
-        else:
-            named[name] = fd
-    return request, named
+    return request, dict(zip(names, received))
 
 
 def serve(control: socket.socket, idle: float) -> None:
@@ -240,8 +244,7 @@ def serve(control: socket.socket, idle: float) -> None:
             outcome = run_call(request, fds)
         finally:
             for fd in fds.values():
-                if isinstance(fd, int):
-                    os.close(fd)
+                os.close(fd)
             if lock is not None:
                 os.close(lock)  # only now may a retry of the call start
         try:

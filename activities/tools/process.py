@@ -285,7 +285,6 @@ async def run_entered(
     timeout: float,
     limits: ProcessLimits,
     max_output: int,
-    group: CallGroup | None,
     lock_fd: int,
     report_fd: int | None = None,
     disk: DiskWatch | None = None,
@@ -297,6 +296,7 @@ async def run_entered(
     starts the call the per-call way, the lock still its own)."""
     loop = asyncio.get_running_loop()
     capture = _ClippedText(max_output)
+    oom_kills_before = box.group.oom_kills() if box.group is not None else 0
     request = run_sandbox.call_request(
         argv, cwd=cwd, env=env, timeout=timeout, limits=limits, disk=disk, lease=LEASE_SECONDS, report_fd=report_fd
     )
@@ -320,7 +320,6 @@ async def run_entered(
             theirs.append(("verdict", verdict_write))
         if report_fd is not None:
             theirs.append(("report", report_fd))
-        theirs += [("cgroup", fd) for fd in run_sandbox.cgroup_fds(group)]
         try:
             run_sandbox.send_call(box, request, theirs)
         except OSError:
@@ -385,7 +384,7 @@ async def run_entered(
         output=capture.text(),
         exit_code=_exit_code(status),
         timed_out=timed_out,
-        memory_exhausted=bool(group and group.oom_kills()),
+        memory_exhausted=box.group is not None and box.group.oom_kills() > oom_kills_before,
         disk_note=disk.note(verdict) if disk is not None else None,
     )
 
@@ -661,27 +660,25 @@ class ProcessTool:
         if box is None:
             os.close(lock_fd)
             return None
-        with self.sandbox.call_group() as group:
-            started = time.monotonic()
-            outcome = await run_entered(
-                box,
-                argv,
-                cwd=cwd or run_dir,
-                env=self.sandbox.environment(run_dir),
-                stdin=stdin,
-                timeout=self.timeout,
-                limits=self.limits,
-                max_output=self.max_output,
-                group=group,
-                lock_fd=lock_fd,
-                report_fd=report_fd,
-                disk=self._disk_watch(run_name, run_dir, reserve),
-            )
-            if outcome is None:  # the sandbox was gone: the lock is still ours
-                os.close(lock_fd)
-                return None
-            _record_duration(time.monotonic() - started, outcome)
-            return outcome
+        started = time.monotonic()
+        outcome = await run_entered(
+            box,
+            argv,
+            cwd=cwd or run_dir,
+            env=self.sandbox.environment(run_dir),
+            stdin=stdin,
+            timeout=self.timeout,
+            limits=self.limits,
+            max_output=self.max_output,
+            lock_fd=lock_fd,
+            report_fd=report_fd,
+            disk=self._disk_watch(run_name, run_dir, reserve),
+        )
+        if outcome is None:  # the sandbox was gone: the lock is still ours
+            os.close(lock_fd)
+            return None
+        _record_duration(time.monotonic() - started, outcome)
+        return outcome
 
     def _disk_watch(self, run_name: str, run_dir: Path, reserve: int) -> DiskWatch:
         quota = self.workspace.run_disk_bytes
