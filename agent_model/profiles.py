@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field
 
 from agent_model.memory import DEFAULT_MAX_MESSAGES, DEFAULT_MAX_TOKENS
@@ -44,6 +46,9 @@ class AgentProfile(BaseModel):
     mcp_servers: list[str] = Field(default_factory=list)
     """MCP servers (ids in the worker's mcp.json) whose tools the agent gets
     besides `tools`; ["*"]: every server the worker has."""
+    tool_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Options of the profile's tools, by tool name, as each tool takes them
+    (ToolSpec.options: python_execute's keep_state)."""
     tool_terms: dict[str, ToolTerms] = Field(default_factory=dict)
     """Each of `tools` as the run started with it (definition, activity
     options), written by the starter (tools/__init__.py with_tool_terms);
@@ -90,6 +95,7 @@ DATA_ANALYSIS = AgentProfile(
     max_steps=20,
     max_observe=15000,
     max_tool_calls_per_step=1,
+    tool_options={"python_execute": {"keep_state": True}},
 )
 
 PLANNING = AgentProfile(

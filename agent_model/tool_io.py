@@ -27,6 +27,8 @@ class ToolRequest(BaseModel):
     context store, so the next think refers to it instead of carrying it."""
     observe_limit: int | None = None
     """Characters of the output the observation keeps (see observation_message)."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """The tool's options in this run's profile (ToolTerms.options)."""
     step: int | None = None
     """The run's step the call belongs to: the worker snapshots the run
     directory under it after a call that may change files (None: older

@@ -286,6 +286,12 @@ class ToolSpec:
     build_many: Callable[[Any], list[Callable[..., Awaitable[Any]]]] | None = None
     """Worker side, for a workflow tool whose handler schedules activities of
     its own (browser_use, MCP): makes them."""
+    options: type[BaseModel] | None = None
+    """The options a profile may give the tool (AgentProfile.tool_options),
+    checked when a run starts and sent with each call (ToolRequest.options)."""
+    schema_for: Callable[[Any], dict[str, Any]] | None = None
+    """The function definition for a profile's options (an `options` instance),
+    when they change what the model must be told."""
 
     def __post_init__(self) -> None:
         if (self.activity is None) == (self.handler is None):

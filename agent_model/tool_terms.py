@@ -113,6 +113,8 @@ class ToolTerms(BaseModel):
     """Set for a tool that runs as an activity."""
     own_activities: dict[str, ActivityTerms] = {}
     """A workflow tool's own activities (the browser's actions, MCP calls), by key."""
+    options: dict[str, Any] = {}
+    """The profile's options for the tool (ToolSpec.options), sent with each call."""
     concurrent: bool = False
     """Its calls may run beside the other such calls of their reply (ToolSpec.concurrent).
     An input written before the mark existed lacks it: its calls run one by one, as they did."""

@@ -3,7 +3,9 @@ use_data_analysis_agent = true` asks for it: started by starter.py (in this
 process) on the dev server, run by a worker whose tools are in the real
 bubblewrap sandbox, the LLM a fake that scripts the calls. The manus step
 saves a CSV in the flow's shared workspace; the data_analysis step totals it
-with pandas (python_execute) and charts the totals (the chart tool)."""
+with pandas (python_execute), finds its variables still there in the next
+call (the analyst's Python is a session), and charts the totals (the chart
+tool)."""
 
 from __future__ import annotations
 
@@ -73,6 +75,7 @@ async def test_a_data_analysis_step_totals_a_csv_with_pandas_and_charts_it(dev_e
             ],
             2: [
                 Reply(tool_calls=[call("python_execute", {"code": TOTALS})]),
+                Reply(tool_calls=[call("python_execute", {"code": "print('kept', len(totals), 'regions')"})]),
                 Reply(tool_calls=[call("chart", {
                     "data": "totals.csv", "kind": "bar", "x": "region", "y": "revenue",
                     "title": "Revenue by region", "output": "charts/totals.png",
@@ -106,10 +109,12 @@ async def test_a_data_analysis_step_totals_a_csv_with_pandas_and_charts_it(dev_e
         totals[region] += revenue
     computed = last_observation(analyst[1])  # what python_execute printed, pandas' totals
     assert computed.split() == [word for region in sorted(totals) for word in (region, str(totals[region]))]
+    # The analyst's Python is a session: the next call still has the frame.
+    assert last_observation(analyst[2]).strip() == f"kept {len(totals)} regions"
 
     run_dir = Workspace(settings.workspace_root).run_dir(workspace_name_for(flow_id))
     assert (run_dir / "charts" / "totals.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    drawn = last_observation(analyst[2])
+    drawn = last_observation(analyst[3])
     assert drawn.startswith("Wrote charts/totals.png (PNG, 1000×600 px, ")
     assert f'a bar chart titled "Revenue by region", drawn from {len(totals)} rows' in drawn
     assert f"x: region, {len(totals)} bars ({', '.join(sorted(totals))})." in drawn

@@ -50,19 +50,30 @@ def used_by(profile: AgentProfile) -> list[ToolSpec]:
 
 def with_tool_terms(profile: AgentProfile) -> AgentProfile:
     """The profile with each of its tools as this code defines it, for a new
-    run's input: a later deploy of other tool files reaches new runs only."""
+    run's input: a later deploy of other tool files reaches new runs only.
+    Raises ValueError for options a tool does not take."""
     names = dict.fromkeys([*profile.tools, *(spec.name for spec in used_by(profile))])
-    terms = {
-        name: ToolTerms(
-            definition=spec.schema,
-            activity=ActivityTerms.of(spec.activity) if spec.activity is not None else None,
-            own_activities={key: ActivityTerms.of(config) for key, config in spec.own_activities.items()},
-            concurrent=spec.concurrent,
-        )
-        for name in names
-        if (spec := TOOLS.get(name)) is not None
-    }
+    terms = {name: _terms(spec, profile.tool_options.get(name, {})) for name in names if (spec := TOOLS.get(name)) is not None}
     return profile.model_copy(update={"tool_terms": terms})
+
+
+def _terms(spec: ToolSpec, raw_options: dict[str, Any]) -> ToolTerms:
+    definition = spec.schema
+    options: dict[str, Any] = {}
+    if raw_options:
+        if spec.options is None:
+            raise ValueError(f"tool {spec.name} takes no options (got {', '.join(sorted(raw_options))})")
+        checked = spec.options.model_validate(raw_options)
+        options = checked.model_dump(exclude_defaults=True)
+        if spec.schema_for is not None:
+            definition = spec.schema_for(checked)
+    return ToolTerms(
+        definition=definition,
+        activity=ActivityTerms.of(spec.activity) if spec.activity is not None else None,
+        own_activities={key: ActivityTerms.of(config) for key, config in spec.own_activities.items()},
+        options=options,
+        concurrent=spec.concurrent,
+    )
 
 
 def offered_definitions(profile: AgentProfile) -> list[dict[str, Any]]:

@@ -173,8 +173,14 @@ class RunTools:
     async def _run_activity(self, spec: ToolSpec, call: ToolCall, arguments: dict[str, Any], limit: int) -> ToolOutcome:
         assert spec.activity is not None
         state = spec.state
+        terms = self.profile.tool_terms.get(spec.name)
         request = ToolRequest(
-            workspace=self.workspace, arguments=arguments, call_id=call.id, observe_limit=limit, step=self.state.step
+            workspace=self.workspace,
+            arguments=arguments,
+            call_id=call.id,
+            observe_limit=limit,
+            step=self.state.step,
+            options=terms.options if terms is not None else {},
         )
         if state is not None and state.into_request is not None:
             request = state.into_request(self.slot(spec.name, state.model), request)

@@ -231,38 +231,47 @@ def supervise(
     kill_call: Callable[[], None],
     disk: DiskWatch | None = None,
     verdict_fd: int | None = None,
-) -> int:
+    done_fd: int | None = None,
+) -> int | None:
     """Wait for the child; kill the call (`kill_call`) if the lease lapses or
-    the disk check says so. Returns the child's wait status."""
+    the disk check says so. Returns the child's wait status, or None when
+    `done_fd` became readable first (a kernel that finished a call lives on)."""
     poller = select.poll()
     child_fd = os.pidfd_open(pid)
-    poller.register(child_fd, select.POLLIN)
-    if lease_fd is not None:
-        poller.register(lease_fd, select.POLLIN)
-    lease_due = time.monotonic() + lease
-    while True:
-        wake = ([lease_due] if lease_fd is not None else []) + ([disk.due] if disk is not None else [])
-        timeout_ms = max(0, int((min(wake) - time.monotonic()) * 1000) + 1) if wake else None
-        ready = {fd for fd, _ in poller.poll(timeout_ms)}
-        if child_fd in ready:
-            break
-        if lease_fd in ready:
-            if not os.read(lease_fd, 4096):
-                kill_call()  # the worker is gone
+    try:
+        poller.register(child_fd, select.POLLIN)
+        if lease_fd is not None:
+            poller.register(lease_fd, select.POLLIN)
+        if done_fd is not None:
+            poller.register(done_fd, select.POLLIN)
+        lease_due = time.monotonic() + lease
+        while True:
+            wake = ([lease_due] if lease_fd is not None else []) + ([disk.due] if disk is not None else [])
+            timeout_ms = max(0, int((min(wake) - time.monotonic()) * 1000) + 1) if wake else None
+            ready = {fd for fd, _ in poller.poll(timeout_ms)}
+            if child_fd in ready:
                 break
-            lease_due = time.monotonic() + lease
-        elif lease_fd is not None and time.monotonic() >= lease_due:
-            kill_call()  # the lease lapsed
-            break
-        verdict = disk.verdict() if disk is not None else None
-        if verdict is not None:
-            if verdict_fd is not None:
-                try:
-                    os.write(verdict_fd, verdict.encode())
-                except OSError:  # the worker stopped listening; the kill is what matters
-                    pass
-            kill_call()
-            break
+            if done_fd is not None and done_fd in ready:
+                return None
+            if lease_fd in ready:
+                if not os.read(lease_fd, 4096):
+                    kill_call()  # the worker is gone
+                    break
+                lease_due = time.monotonic() + lease
+            elif lease_fd is not None and time.monotonic() >= lease_due:
+                kill_call()  # the lease lapsed
+                break
+            verdict = disk.verdict() if disk is not None else None
+            if verdict is not None:
+                if verdict_fd is not None:
+                    try:
+                        os.write(verdict_fd, verdict.encode())
+                    except OSError:  # the worker stopped listening; the kill is what matters
+                        pass
+                kill_call()
+                break
+    finally:
+        os.close(child_fd)
     _, status = os.waitpid(pid, 0)
     return status
 
@@ -293,6 +302,7 @@ def main(argv: list[str]) -> None:
     status = supervise(
         pid, options["lease_fd"], options["lease"], lambda: kill(pid, cgroups), disk, options["verdict_fd"]
     )
+    assert status is not None  # no done_fd: only the child's end ends the wait
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

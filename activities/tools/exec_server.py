@@ -40,6 +40,7 @@ import array
 import ctypes
 import json
 import os
+import resource
 import select
 import signal
 import socket
@@ -138,8 +139,9 @@ def _empty(dir_fd: int, device: int) -> None:
             continue
 
 
-def _start(request: dict, fds: dict) -> int:
-    """Fork the call's command; returns its pid."""
+def _start(request: dict, targets: dict[int, int], rlimits: list) -> int:
+    """Fork and exec request["argv"] with `targets` (its descriptor number ->
+    ours; -1: /dev/null) and `rlimits`; returns its pid."""
     server = os.getpid()
     pid = os.fork()
     if pid:
@@ -154,18 +156,15 @@ def _start(request: dict, fds: dict) -> int:
         except OSError:
             pass
         os.setsid()
-        for which, soft, hard in request["rlimits"]:
+        for which, soft, hard in rlimits:
             call_guard.set_rlimit(which, soft, hard)
         os.umask(0o077)
         os.chdir(request["cwd"])
         # Everything to the numbers the command expects, through high numbers
         # first so that no target overwrites a source.
-        targets = {0: fds.get("stdin", -1), 1: fds["out"], 2: fds["out"]}
-        if "report" in fds:
-            targets[int(request["report_fd"])] = fds["report"]
         staged = {}
         for target, source in targets.items():
-            staged[target] = os.dup(source) if source >= 0 else os.open(os.devnull, os.O_RDONLY)
+            staged[target] = os.dup(source) if source >= 0 else os.open(os.devnull, os.O_RDWR)
         for target, source in staged.items():
             os.dup2(source, target)
         for name in os.listdir("/proc/self/fd"):
@@ -178,30 +177,160 @@ def _start(request: dict, fds: dict) -> int:
         os.execvpe(argv[0], argv, request["env"])
     except BaseException as e:  # noqa: BLE001 - the child must never return into the server
         try:
-            os.write(fds["out"], f"exec_server: cannot start the command: {e}\n".encode())
+            os.write(2, f"exec_server: cannot start the command: {e}\n".encode())
         except OSError:
             pass
     os._exit(127)
 
 
-def run_call(request: dict, fds: dict) -> dict:
-    """One call, from its start to the moment the sandbox holds nothing of it."""
-    keep = {1, os.getpid()}
-    disk = None
-    if request.get("disk") is not None:
-        disk = call_guard.DiskWatch(request["disk"]["dir"], request["disk"]["quota"], request["disk"]["floor"])
-    pid = _start(request, fds)
+def _call_targets(request: dict, fds: dict) -> dict[int, int]:
+    targets = {0: fds.get("stdin", -1), 1: fds["out"], 2: fds["out"]}
+    if "report" in fds:
+        targets[int(request["report_fd"])] = fds["report"]
+    return targets
+
+
+def _disk_watch(request: dict, keep: set[int]) -> call_guard.DiskWatch | None:
+    if request.get("disk") is None:
+        return None
+    disk = call_guard.DiskWatch(request["disk"]["dir"], request["disk"]["quota"], request["disk"]["floor"])
+    disk.call_pids = lambda: _alive_others(keep)
+    return disk
+
+
+def _close_call_fds(fds: dict) -> None:
     for name in ("out", "stdin", "report"):
         if name in fds:
             os.close(fds.pop(name))
-    if disk is not None:
-        disk.call_pids = lambda: _alive_others(keep)
+
+
+def run_call(request: dict, fds: dict, kernel: Kernel | None = None) -> dict:
+    """One call, from its start to the moment the sandbox holds nothing of it
+    (but the run's kernel, idle meanwhile)."""
+    keep = {1, os.getpid()} | ({kernel.pid} if kernel is not None else set())
+    disk = _disk_watch(request, keep)
+    pid = _start(request, _call_targets(request, fds), request["rlimits"])
+    _close_call_fds(fds)
     status = call_guard.supervise(
         pid, fds.get("lease"), float(request["lease"]), lambda: kill_all_but(keep), disk, fds.get("verdict")
     )
     kill_all_but(keep)
     empty_tmp()
     return {"status": status}
+
+
+class Kernel:
+    """The run's persistent Python (activities/tools/python_kernel.py), a
+    child of this server that outlives the calls it runs."""
+
+    def __init__(self, request: dict) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # No CPU-time rlimit: it adds up over the kernel's life; the call's
+        # timeout (the lease) ends a call that runs too long, kernel and all.
+        rlimits = [limit for limit in request["rlimits"] if limit[0] != resource.RLIMIT_CPU]
+        try:
+            self.pid = _start(request, {0: -1, 1: -1, 2: -1, python_kernel_fd(): theirs.fileno()}, rlimits)
+        finally:
+            theirs.close()
+        self.socket = ours
+
+    def alive(self) -> bool:
+        return _state(self.pid) not in (None, b"Z", b"X")
+
+    def end(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass
+        self.socket.close()
+
+
+def python_kernel_fd() -> int:
+    return 3  # python_kernel.SERVER_FD
+
+
+def run_kernel_call(request: dict, fds: dict, kernel: Kernel | None) -> tuple[dict, Kernel | None]:
+    """One python_execute call in the run's kernel, started if there is none.
+    Every other process the call started is killed when it ends; threads in
+    the kernel are the session's (numpy's own pool among them) and live on
+    with it, inside this sandbox, until the session ends."""
+    server = os.getpid()
+    fresh = kernel is None
+    if kernel is None:
+        kernel = Kernel(request)
+    disk = _disk_watch(request, {1, server})
+    try:
+        kernel.socket.sendmsg(
+            [json.dumps({"cwd": request["cwd"]}).encode()],
+            [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fds["out"], fds.get("stdin", -1)]).tobytes())],
+        )
+    except OSError:
+        pass  # it died: the wait below sees it
+    _close_call_fds(fds)
+    status = call_guard.supervise(
+        kernel.pid, fds.get("lease"), float(request["lease"]), lambda: kill_all_but({1, server}), disk,
+        fds.get("verdict"), done_fd=kernel.socket.fileno(),
+    )
+    if status is None:  # its socket spoke, or closed as the kernel exits
+        code = _kernel_reply(kernel)
+        status = code << 8 if code is not None else _end_process(kernel.pid)
+    ended = None
+    if status is not None and not kernel.alive():
+        kernel.socket.close()
+        kernel = None
+        ended = "its process exited" if os.WIFEXITED(status) else "its process was killed"
+    kill_all_but({1, server} if kernel is None else {1, server, kernel.pid})
+    empty_tmp()
+    return {"status": status, "kernel": {"fresh": fresh, "ended": ended}}, kernel
+
+
+def _kernel_reply(kernel: Kernel) -> int | None:
+    """The exit code the call's code would have had as a script; None if the
+    kernel said nothing sensible (it is exiting, or the code wrote to its
+    socket). The code is the run's: nothing it says is trusted beyond that."""
+    try:
+        reply = json.loads(kernel.socket.recv(4096))
+        return int(reply["status"]) & 0xFF
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+EXIT_GRACE_MS = 1000
+"""How long a kernel whose socket closed has to exit by itself."""
+
+
+def _end_process(pid: int) -> int:
+    """Its wait status: it exits within EXIT_GRACE_MS, or is killed."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        pidfd = None
+    if pidfd is not None:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        exited = bool(poller.poll(EXIT_GRACE_MS))
+        os.close(pidfd)
+        if not exited:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    try:
+        return os.waitpid(pid, 0)[1]
+    except ChildProcessError:
+        return signal.SIGKILL
+
+
+def _state(pid: int) -> bytes | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[0]
+    except (OSError, IndexError):
+        return None
 
 
 def _receive(control: socket.socket) -> tuple[dict, dict[str, int]] | None:
@@ -231,6 +360,7 @@ def serve(control: socket.socket, idle: float) -> None:
     poller = select.poll()
     poller.register(control, select.POLLIN)
     control.send(READY)
+    kernel: Kernel | None = None
     while True:
         if not poller.poll(int(idle * 1000)):
             return  # no call for `idle` seconds: the worker starts a new sandbox when one comes
@@ -241,7 +371,13 @@ def serve(control: socket.socket, idle: float) -> None:
         reply = fds.pop("reply")
         lock = fds.pop("lock", None)
         try:
-            outcome = run_call(request, fds)
+            if request.get("kernel"):
+                outcome, kernel = run_kernel_call(request, fds, kernel)
+            else:
+                outcome = run_call(request, fds, kernel)
+                if kernel is not None and not kernel.alive():  # the call killed it (same uid)
+                    kernel.end()
+                    kernel = None
         finally:
             for fd in fds.values():
                 os.close(fd)

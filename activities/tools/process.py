@@ -33,7 +33,7 @@ from activities.lost_worker import release_run_from_lost_worker
 from activities.tools import disk_use, run_sandbox, seccomp_filter
 from activities.tools.call_cgroup import CallGroup
 from activities.tools.egress_proxy import EgressProxy
-from activities.tools.run_sandbox import RunSandbox
+from activities.tools.run_sandbox import KernelNews, RunSandbox
 from activities.tools.sandbox import ToolSandbox, no_new_privs
 from activities.workspace import Workspace
 
@@ -150,6 +150,8 @@ class ProcessOutcome:
     """The call's cgroup killed a process at its memory cap."""
     disk_note: str | None = None
     """Why the call was stopped, or not started, for the disk's sake."""
+    kernel: KernelNews | None = None
+    """Set when the run's persistent Python ran the call (run_sandbox.KernelNews)."""
 
 
 def _failure_note(outcome: ProcessOutcome, timeout: float) -> str | None:
@@ -288,6 +290,7 @@ async def run_entered(
     lock_fd: int,
     report_fd: int | None = None,
     disk: DiskWatch | None = None,
+    kernel: bool = False,
 ) -> ProcessOutcome | None:
     """run_limited's work, done by the run's sandbox (activities/tools/exec_server.py):
     the same limits, lease, lock and disk watch, without a sandbox and a guard
@@ -298,7 +301,8 @@ async def run_entered(
     capture = _ClippedText(max_output)
     oom_kills_before = box.group.oom_kills() if box.group is not None else 0
     request = run_sandbox.call_request(
-        argv, cwd=cwd, env=env, timeout=timeout, limits=limits, disk=disk, lease=LEASE_SECONDS, report_fd=report_fd
+        argv, cwd=cwd, env=env, timeout=timeout, limits=limits, disk=disk, lease=LEASE_SECONDS, report_fd=report_fd,
+        kernel=kernel,
     )
     ours: list[int] = []  # ends that stay with the worker
     theirs: list[tuple[str, int]] = []  # ends handed over, closed here once sent
@@ -379,13 +383,15 @@ async def run_entered(
         for fd in ours:
             if fd != lease_write or lease_open:
                 os.close(fd)
-    status = reply_task.result().status if reply_task.done() and not reply_task.cancelled() else None
+    reply_outcome = reply_task.result() if reply_task.done() and not reply_task.cancelled() else None
+    status = reply_outcome.status if reply_outcome is not None else None
     return ProcessOutcome(
         output=capture.text(),
         exit_code=_exit_code(status),
         timed_out=timed_out,
         memory_exhausted=box.group is not None and box.group.oom_kills() > oom_kills_before,
         disk_note=disk.note(verdict) if disk is not None else None,
+        kernel=reply_outcome.kernel if reply_outcome is not None else None,
     )
 
 
@@ -594,9 +600,12 @@ class ProcessTool:
         cwd: Path | None = None,
         stdin: bytes | None = None,
         report_fd: int | None = None,
+        kernel_argv: list[str] | None = None,
     ) -> ProcessOutcome:
         """Run argv for the run `run_name`, in `cwd` (default: the run directory).
-        report_fd: see run_limited."""
+        report_fd: see run_limited. kernel_argv: where the run has a sandbox of
+        its own, run the call (stdin: its code) in the run's persistent Python
+        that this starts (outcome.kernel says what became of it); else argv."""
         await release_run_from_lost_worker()
         run_dir = self.workspace.run_dir(run_name)
         self.sandbox.prepare_run_dir(run_dir)
@@ -606,7 +615,9 @@ class ProcessTool:
             return ProcessOutcome(output="", exit_code=None, timed_out=False, disk_note=note)
         lock_path = self.workspace.history_dir(run_name) / "tools.lock"
         if self.sandbox.runs is not None:
-            entered = await self._run_entered(argv, run_name, run_dir, cwd, stdin, report_fd, reserve, lock_path)
+            entered = await self._run_entered(
+                kernel_argv or argv, run_name, run_dir, cwd, stdin, report_fd, reserve, lock_path, kernel_argv is not None
+            )
             if entered is not None:
                 return entered
         seccomp = seccomp_filter.program_fd() if self.sandbox.mode == "bwrap" else None
@@ -647,6 +658,7 @@ class ProcessTool:
         report_fd: int | None,
         reserve: int,
         lock_path: Path,
+        kernel: bool,
     ) -> ProcessOutcome | None:
         """The call in the run's own sandbox; None when that sandbox is not
         available (the call then starts one of its own)."""
@@ -673,6 +685,7 @@ class ProcessTool:
             lock_fd=lock_fd,
             report_fd=report_fd,
             disk=self._disk_watch(run_name, run_dir, reserve),
+            kernel=kernel,
         )
         if outcome is None:  # the sandbox was gone: the lock is still ours
             os.close(lock_fd)

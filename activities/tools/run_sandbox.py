@@ -15,6 +15,7 @@ from __future__ import annotations
 import array
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -74,6 +75,16 @@ descriptors the worker filled, so they need no path in the sandbox."""
 class CallOutcome:
     status: int | None
     """The command's wait status; None when the sandbox died under the call."""
+    kernel: KernelNews | None = None
+    """A call run by the run's persistent Python: what became of it."""
+
+
+@dataclass(frozen=True)
+class KernelNews:
+    fresh: bool
+    """The call started a new kernel (nothing of earlier calls' variables)."""
+    ended: str | None
+    """Why the kernel ended with this call (its variables are gone), or None: kept."""
 
 
 @dataclass
@@ -206,6 +217,13 @@ def _join_then(cgroup_procs: list[int], then: Callable[[], None]) -> None:
     then()
 
 
+@functools.cache
+def kernel_source() -> str:
+    """The program of a run's persistent Python (python_kernel.py), given to
+    it on its command line: no file of the worker's in the sandbox."""
+    return (HERE / "python_kernel.py").read_text()
+
+
 def _source_fd(path: Path) -> int:
     """A sealed-in-memory copy of one of the server's files."""
     fd = os.memfd_create(f"durable-manus-{path.stem}")  # close-on-exec: passed on explicitly
@@ -223,9 +241,13 @@ def call_request(
     disk: DiskWatch | None,
     lease: float,
     report_fd: int | None,
+    kernel: bool = False,
 ) -> dict:
-    """What the server needs to start one call (the descriptors travel beside it)."""
+    """What the server needs to start one call (the descriptors travel beside
+    it). kernel: argv starts the run's persistent Python, if it has none yet,
+    and the call's stdin is the code it runs."""
     request: dict = {
+        "kernel": kernel,
         "argv": argv,
         "cwd": str(cwd),
         "env": env,
@@ -267,6 +289,12 @@ async def read_outcome(reply: socket.socket) -> CallOutcome:
     if not data:
         return CallOutcome(status=None)
     try:
-        return CallOutcome(status=int(json.loads(data)["status"]))
-    except (ValueError, KeyError, TypeError):
+        answer = json.loads(data)
+        kernel = answer.get("kernel")
+        news = None
+        if isinstance(kernel, dict):
+            ended = kernel.get("ended")
+            news = KernelNews(fresh=bool(kernel.get("fresh")), ended=str(ended)[:200] if ended is not None else None)
+        return CallOutcome(status=int(answer["status"]), kernel=news)
+    except (ValueError, KeyError, TypeError, AttributeError):
         return CallOutcome(status=None)
