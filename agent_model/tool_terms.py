@@ -30,6 +30,14 @@ def _delta(seconds: float | None) -> timedelta | None:
     return None if seconds is None else timedelta(seconds=seconds)
 
 
+LOST_WORKER_RESCHEDULES = 3
+"""A call whose workers are lost this many times more in a row is reported to
+the model: by then the cause is more likely the call (it wedges or kills its
+worker) than bad luck."""
+MAX_LOST_WORKER_RESCHEDULES = 20
+"""Of a run input made by hand: more would keep a run on one call for hours."""
+
+
 class ActivityTerms(BaseModel):
     """workflow.ActivityConfig as plain data that survives the run's input."""
 
@@ -42,6 +50,11 @@ class ActivityTerms(BaseModel):
     maximum_interval_seconds: float | None = None
     non_retryable: list[str] = []
     wait_for_cancellation: bool = True
+    lost_worker_reschedules: int = 0
+    """Times a call is scheduled again, its attempts counted afresh, when its
+    last attempt ended because its worker went silent (a heartbeat or
+    schedule-to-start timeout): a lost worker is not the tool's failure. 0 in
+    inputs written before it: those calls fail as they did."""
 
     @classmethod
     def of(cls, config: workflow.ActivityConfig) -> ActivityTerms:
@@ -59,6 +72,7 @@ class ActivityTerms(BaseModel):
             maximum_interval_seconds=_seconds(retry.maximum_interval),
             non_retryable=list(retry.non_retryable_error_types or ()),
             wait_for_cancellation=config.get("cancellation_type") == ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            lost_worker_reschedules=LOST_WORKER_RESCHEDULES if config.get("heartbeat_timeout") is not None else 0,
         )
 
     def problem(self) -> str | None:
@@ -69,6 +83,8 @@ class ActivityTerms(BaseModel):
             value = getattr(self, name)
             if value is not None and not value > 0:
                 return f"{name} must be more than 0"
+        if not 0 <= self.lost_worker_reschedules <= MAX_LOST_WORKER_RESCHEDULES:
+            return f"lost_worker_reschedules must be from 0 to {MAX_LOST_WORKER_RESCHEDULES}"
         if self.maximum_attempts < 0:
             return "maximum_attempts must not be negative (0: no limit)"
         if not self.initial_seconds >= 0:

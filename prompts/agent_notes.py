@@ -46,6 +46,12 @@ NOT_RUN_CANCELLED = "Not run: the run was cancelled."
 
 TOOL_CANCELLED_OBSERVATION = "Cancelled: the run was cancelled while {tool} ran; the call was stopped."
 
+LOST_CALL_OBSERVATION = (
+    "Error: {tool} did not finish: the worker running it stopped answering {times} times in a row "
+    "(it may have crashed, or lost its connection), and the call was stopped each time. What it "
+    "did before each stop (files written) may be there; running it again may do it once more."
+)
+
 HUMAN_CANCELLED_OBSERVATION = "Not answered: the run was cancelled while waiting for the user's answer."
 
 TOO_MANY_CALLS_REMINDER = (

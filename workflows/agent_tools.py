@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
     from agent_model.agent_loop import unknown_tool
@@ -43,6 +43,23 @@ with workflow.unsafe.imports_passed_through():
     from workflows.run_ending import RunEnded, cancel_requested, is_cancellation, root_message
 
 Slot = TypeVar("Slot", bound=BaseModel)
+
+SILENT_WORKER_TIMEOUTS = (TimeoutType.HEARTBEAT, TimeoutType.SCHEDULE_TO_START)
+"""How an attempt ends when its worker died, froze or was cut off from the
+server; a start-to-close timeout is the call's own (it ran too long)."""
+
+
+class LostCall(Exception):
+    """A call whose workers went silent more often than the run allows."""
+
+    def __init__(self, times: int) -> None:
+        super().__init__(f"its worker was lost {times} times")
+        self.times = times
+
+
+def _worker_went_silent(error: ActivityError) -> bool:
+    cause = error.cause
+    return isinstance(cause, TimeoutError) and cause.type in SILENT_WORKER_TIMEOUTS
 
 
 class RunTools:
@@ -164,7 +181,7 @@ class RunTools:
                 outcome = await spec.handler(self, arguments)
             else:
                 outcome = await self._run_activity(spec, call, arguments, limit)
-        except (asyncio.CancelledError, ActivityError) as e:
+        except (asyncio.CancelledError, ActivityError, LostCall) as e:
             outcome = self._tool_failed(name, e)
         except BadToolTerms as e:
             outcome = ToolOutcome(f"Error: {name} cannot run: its terms in this run's input are invalid ({e}).", error=True)
@@ -184,12 +201,7 @@ class RunTools:
         )
         if state is not None and state.into_request is not None:
             request = state.into_request(self.slot(spec.name, state.model), request)
-        result = await workflow.execute_activity(
-            spec.name,
-            request,
-            result_type=ToolResult,
-            **scheduled(activity_options(self.profile, spec), activity_summary(spec.name, arguments)),
-        )
+        result = await self._execute_outliving_lost_workers(spec, request, arguments)
         if state is not None and state.from_result is not None:
             self.keep(spec.name, state.from_result(self.slot(spec.name, state.model), result))
         after: tuple[Message, ...] = ()
@@ -285,6 +297,31 @@ class RunTools:
             after = (user_message(note), *after)
         return dataclasses.replace(outcome, approval=decided, after=after)
 
+    async def _execute_outliving_lost_workers(
+        self, spec: ToolSpec, request: ToolRequest, arguments: dict[str, Any]
+    ) -> ToolResult:
+        """The call's activity; scheduled again, with fresh attempts, as often
+        as the run's terms say when its last attempt ended because its worker
+        went silent: only the tool's own failures use up its retries."""
+        terms = self.profile.tool_terms.get(spec.name)
+        reschedules = terms.activity.lost_worker_reschedules if terms is not None and terms.activity is not None else 0
+        summary = activity_summary(spec.name, arguments)
+        lost = 0
+        while True:
+            try:
+                return await workflow.execute_activity(
+                    spec.name,
+                    request,
+                    result_type=ToolResult,
+                    **scheduled(activity_options(self.profile, spec), summary if lost == 0 else f"{summary} (again: its worker was lost)"),
+                )
+            except ActivityError as e:
+                if not _worker_went_silent(e) or cancel_requested() or reschedules == 0:
+                    raise
+                lost += 1
+                if lost > reschedules:
+                    raise LostCall(lost) from e
+
     def _tool_failed(self, name: str, error: BaseException) -> ToolOutcome:
         """The observation of a tool whose activity failed or was cancelled; a
         cancellation of the run itself escapes."""
@@ -293,6 +330,8 @@ class RunTools:
             if not cancel_requested():
                 raise error
             return ToolOutcome(fill(agent_notes.TOOL_CANCELLED_OBSERVATION, tool=name), error=True)
+        if isinstance(error, LostCall):
+            return ToolOutcome(fill(agent_notes.LOST_CALL_OBSERVATION, tool=name, times=str(error.times)), error=True)
         return ToolOutcome(f"Error: {name} failed: {root_message(error)}", error=True)
 
     # ---- what workflow tools see (WorkflowTools) ---------------------------------------
