@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio.worker import Worker
 
+from activities.server_contact import ServerContact, watch_in_this_context
+
 if TYPE_CHECKING:
     from activities.browser.sessions import BrowserSessions
     from activities.mcp.pool import McpPool
@@ -36,21 +38,38 @@ class WorkerSet:
         self.shared, self.own, self.browsers, self.mcp = shared, own, browsers, mcp
         self.tracing = tracing
         self.run_sandboxes = run_sandboxes
+        self.contact = ServerContact(shared.client)
+        self._watch: asyncio.Task | None = None
         self._stopped_once = False
 
     @property
     def workers(self) -> list[Worker]:
         return [self.shared] if self.own is None else [self.shared, self.own]
 
+    def _start_watching(self) -> None:
+        """Before the workers start: their activity tasks inherit the context."""
+        watch_in_this_context(self.contact)
+        self._watch = asyncio.create_task(self.contact.watch())
+
     async def __aenter__(self) -> WorkerSet:
-        await self.shared.__aenter__()
+        self._start_watching()
+        try:
+            await self.shared.__aenter__()
+        except BaseException:
+            self._stop_watching()
+            raise
         if self.own is not None:
             try:
                 await self.own.__aenter__()
             except BaseException:
                 await self.shared.__aexit__(None, None, None)
+                self._stop_watching()
                 raise
         return self
+
+    def _stop_watching(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
 
     async def __aexit__(self, exc_type: type[BaseException] | None, *rest: Any) -> None:
         try:
@@ -60,6 +79,7 @@ class WorkerSet:
 
     async def run(self) -> None:
         """Runs every worker until one stops; then the others stop too."""
+        self._start_watching()
         tasks = [asyncio.create_task(worker.run()) for worker in self.workers]
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -80,6 +100,7 @@ class WorkerSet:
         if self._stopped_once:
             return
         self._stopped_once = True
+        self._stop_watching()
         if self.browsers is not None:
             await self.browsers.close_all()
         if self.mcp is not None:

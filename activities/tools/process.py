@@ -30,6 +30,7 @@ from agent_model.tool_io import ToolResult
 from agent_model.tool_spec import TOOL_HEARTBEAT
 from activities.heartbeats import MAX_INTERVAL, heartbeating
 from activities.lost_worker import release_run_from_lost_worker
+from activities.server_contact import server_in_contact
 from activities.tools import disk_use, run_sandbox, seccomp_filter
 from activities.tools.call_cgroup import CallGroup
 from activities.tools.egress_proxy import EgressProxy
@@ -532,6 +533,8 @@ async def _wait_with_heartbeats(event: asyncio.Event, deadline: float, lease_wri
 
 
 def _renew(lease_write: int) -> None:
+    if not server_in_contact():  # its result could not arrive: let the guard end the call
+        return
     try:
         os.write(lease_write, b".")
     except (BlockingIOError, BrokenPipeError):  # guard busy or gone: nothing to renew
