@@ -111,3 +111,17 @@ async def test_a_worker_that_starts_no_run_sandbox_says_variables_do_not_survive
     result = await python((Workspace(root, tool_owner=sandbox.tool_owner), sandbox), "print('hi')")
     assert result.output.startswith("Note: this worker runs each python_execute call in a fresh interpreter")
     assert result.output.rstrip().endswith("hi")
+
+
+async def test_code_that_writes_to_the_kernels_socket_cannot_upset_the_next_call(session):
+    """The code runs in the kernel and can reach its socket to the server
+    (descriptor 3). A reply it forges ends its own call early (it is the run's
+    own code); what it sends after that is dropped before the next call, and
+    nonsense in place of a reply ends the session, said so."""
+    await python(session, "x = 7")
+    await python(session, "import os, time\nos.write(3, b'{\"status\": 0}')\nos.write(3, b'junk')\ntime.sleep(0.2)")
+    after = await python(session, "print('x is', x)")
+    assert after.output.strip() == "x is 7", after.output
+    nonsense = await python(session, "import os\nos.write(3, b'not json')")
+    assert "the Python session ended with this call" in nonsense.output
+    assert (await python(session, "print('x' in globals())")).output.strip() == "False"

@@ -263,6 +263,7 @@ def run_kernel_call(request: dict, fds: dict, kernel: Kernel | None) -> tuple[di
     if kernel is None:
         kernel = Kernel(request)
     disk = _disk_watch(request, {1, server})
+    _drain(kernel.socket)
     try:
         kernel.socket.sendmsg(
             [json.dumps({"cwd": request["cwd"]}).encode()],
@@ -286,6 +287,17 @@ def run_kernel_call(request: dict, fds: dict, kernel: Kernel | None) -> tuple[di
     kill_all_but({1, server} if kernel is None else {1, server, kernel.pid})
     empty_tmp()
     return {"status": status, "kernel": {"fresh": fresh, "ended": ended}}, kernel
+
+
+def _drain(sock: socket.socket) -> None:
+    """Drop what the kernel sent between calls (its code can write to the
+    socket): this call's end is the first thing it says after the call."""
+    while True:
+        try:
+            if not sock.recv(4096, socket.MSG_DONTWAIT):
+                return
+        except (BlockingIOError, OSError):
+            return
 
 
 def _kernel_reply(kernel: Kernel) -> int | None:
