@@ -177,8 +177,9 @@ class AgentWorkflow(AgentHandlers, SessionHandlers):
         state.memory = Memory.for_profile(state.profile)
         summary = f"prepare workspace {self.workspace}"
         if self.prepares_in_first_task:
+            call = workflow.LocalActivityConfig(**PREPARE_WORKSPACE_LOCALLY, summary=summary)
             state.directory = await workflow.execute_local_activity(
-                PREPARE_WORKSPACE, self.workspace, result_type=str, summary=summary, **PREPARE_WORKSPACE_LOCALLY
+                PREPARE_WORKSPACE, self.workspace, result_type=str, **call
             )
         else:
             state.directory = await workflow.execute_activity(
