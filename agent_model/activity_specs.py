@@ -11,6 +11,8 @@ from agent_model.errors import (
     TOKEN_LIMIT_ERROR,
     UNKNOWN_LLM_PROFILE_ERROR,
 )
+from temporalio import workflow
+
 from agent_model.tool_spec import CLOSED_WITHOUT_IT, WAIT_FOR_THE_CALL, Retries, Timeout, activity_config
 
 THINK = "think"
@@ -61,6 +63,18 @@ PREPARE_WORKSPACE_CONFIG_BEFORE_WAITING = activity_config(
 WORKSPACE_CANCEL_PATCH = "cancel-waits-for-workspace"
 """Asked in AgentWorkflow.run: a run cancelled while its directory is made
 ends only once that call has (docs/deploying.md)."""
+PREPARE_WORKSPACE_LOCALLY = workflow.LocalActivityConfig(
+    start_to_close_timeout=PREPARE_WORKSPACE_TIMEOUT.delta,
+    retry_policy=PREPARE_WORKSPACE_RETRIES.policy(),
+    cancellation_type=WAIT_FOR_THE_CALL.kind,
+)
+"""prepare_workspace as a local activity: the worker running the run's first
+workflow task makes the directory inside that task, so the first think is
+scheduled by it too (no activity task and workflow task of their own: 6
+events and a round trip of ~20 ms less per run, bench P13)."""
+WORKSPACE_IN_FIRST_TASK_PATCH = "workspace-in-first-task"
+"""Asked in AgentWorkflow.run: a new run makes its directory with
+PREPARE_WORKSPACE_LOCALLY; runs begun before it schedule prepare_workspace."""
 
 RESTORE_WORKSPACE = "restore_workspace"
 

@@ -1,6 +1,8 @@
 """A worker whose prepare_workspace waits until the test lets it go: holds a
-new run at its first activity, where a cancel used to close the run with that
-call still open (agent_model/activity_specs.py WORKSPACE_CANCEL_PATCH)."""
+new run in its first workflow task, where the run makes its directory (a local
+activity since WORKSPACE_IN_FIRST_TASK_PATCH; before it an activity task, where
+a cancel used to close the run with that call still open: agent_model/activity_specs.py
+WORKSPACE_CANCEL_PATCH)."""
 
 from __future__ import annotations
 

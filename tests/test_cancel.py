@@ -156,7 +156,7 @@ async def test_cancel_that_arrives_as_the_call_completes_starts_nothing_new(dev_
         for e in history.events
         if e.HasField("activity_task_scheduled_event_attributes")
     ]
-    assert scheduled == ["prepare_workspace", "think"]  # no tool call, no next think
+    assert scheduled == ["think"]  # no tool call, no next think (the directory: a local activity)
 
 
 async def test_cancelling_a_flow_cancels_its_running_step(dev_env, dev_worker, dev_settings, fake_llm, tmp_path):

@@ -1,7 +1,8 @@
 """A cancelled run ends only once every call it started has ended, so no call
 stays open (and shown running in the Web UI) under a closed run: the calls
-that used to be cancelled with TRY_CANCEL, the directory made at the start,
-the MCP listing and the browser close, now wait for their call to end."""
+that used to be cancelled with TRY_CANCEL, the directory made at the start
+(a local activity since workspace-in-first-task), the MCP listing and the
+browser close, now wait for their call to end."""
 
 from __future__ import annotations
 
@@ -42,11 +43,16 @@ async def test_a_run_cancelled_while_its_directory_is_made_ends_after_that_call(
         await asyncio.wait_for(held.started.wait(), 30)
         await handle.cancel()
         await asyncio.sleep(1.5)
-        # Still open: it waits for the call, which cannot hear the cancel (no heartbeat) and takes milliseconds.
+        # Still open: the call is a local activity of the run's first workflow task, and the
+        # cancel reaches the run in the next task, once the call has ended.
         assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
         held.released.set()
         await ends_canceled(handle)
-    assert closed_before_the_run(await handle.fetch_history(), "prepare_workspace")
+    history = await handle.fetch_history()
+    # A local activity's marker is written when the call has ended; the think that
+    # task scheduled was asked to cancel, and ended, before the run closed.
+    assert [e.marker_recorded_event_attributes.marker_name for e in history.events].count("core_local_activity") == 1
+    assert closed_before_the_run(history, "think")
 
 
 async def test_a_run_cancelled_while_it_lists_mcp_tools_ends_after_the_listing(dev_env, fake_llm, tmp_path):

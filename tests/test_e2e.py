@@ -219,7 +219,6 @@ async def test_crash_during_think_resumes_without_repeating_completed_calls(dev_
         assert result.steps[0].tool_calls[0].observation.strip() == "391"
         # The server, not the 10-minute start_to_close, declared the dead attempt lost.
         assert await activity_attempts(handle) == [
-            ("prepare_workspace", 1, None),
             ("think", 1, None),
             ("python_execute", 1, None),
             # The new worker lacks the run's cached context and reads it from
@@ -278,7 +277,6 @@ async def test_crash_during_tool_call_resumes(dev_env, fake_llm, tmp_path):
         assert [len(completed_turns(fake_llm, t)) for t in (0, 1)] == [1, 1]
         assert len(fake_llm.requests) == 2
         assert await activity_attempts(handle) == [
-            ("prepare_workspace", 1, None),
             ("think", 1, None),
             ("python_execute", 2, "TIMEOUT_TYPE_HEARTBEAT"),
             ("think", 1, None),  # the new worker reads the window from the shared store

@@ -187,10 +187,13 @@ async def test_every_payload_of_an_encrypted_run_s_history_is_ciphertext(sealed_
     sealed = [p for _, p in payloads if p.metadata["encoding"] == ENCODING]
     assert len(sealed) > 10  # input, summaries, thinks, observations, the answer, the result
     assert {p.metadata[KEY_ID_FIELD] for p in sealed} == {b"k1"}
-    # The one exception is the SDK core's own: a patch marker names its patch (docs/security.md).
+    # The one exception is the SDK core's own (docs/security.md): a patch marker names its
+    # patch, a local activity's marker (the directory made) its activity, not its result.
     plain = [(event, p) for event, p in payloads if p.metadata["encoding"] != ENCODING]
     assert plain and all(event.HasField("marker_recorded_event_attributes") for event, _ in plain)
-    assert {json.loads(p.data)["id"] for _, p in plain} <= set(PATCHES), [p.data for _, p in plain]
+    records = [json.loads(p.data) for _, p in plain]
+    assert {r["id"] for r in records if "id" in r} <= set(PATCHES), records
+    assert [r["activity_type"] for r in records if "id" not in r] == ["prepare_workspace"], records
     raw = b"".join(event.SerializeToString() for event in history.events)
     assert not [word for word in markers.all().values() if word.encode() in raw]
 

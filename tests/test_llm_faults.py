@@ -163,8 +163,8 @@ async def test_malformed_tool_arguments_become_an_observation(time_skipping_env,
     (tool_reply,) = [m for m in fake_llm.requests[1].messages if m["role"] == "tool"]
     assert tool_reply["content"].startswith("Error: the arguments of python_execute are not valid JSON")
     assert result.steps[0].tool_calls[0].error
-    # The tool never ran: nothing but prepare_workspace and the two thinks.
-    assert {name for name, _, _ in await activity_events(handle)} == {"prepare_workspace", "think"}
+    # The tool never ran: nothing but the two thinks (the directory is a local activity).
+    assert {name for name, _, _ in await activity_events(handle)} == {"think"}
 
 
 async def test_unknown_tool_becomes_an_observation(time_skipping_env, worker, settings, fake_llm):
@@ -175,7 +175,7 @@ async def test_unknown_tool_becomes_an_observation(time_skipping_env, worker, se
     (tool_reply,) = [m for m in fake_llm.requests[1].messages if m["role"] == "tool"]
     assert tool_reply["content"] == "Error: unknown tool 'launch_rocket'. Available tools: python_execute, terminate."
     assert result.steps[0].tool_calls[0].error
-    assert {name for name, _, _ in await activity_events(handle)} == {"prepare_workspace", "think"}
+    assert {name for name, _, _ in await activity_events(handle)} == {"think"}
 
 
 async def test_repeated_and_empty_tool_call_ids_are_renamed_so_the_next_request_is_valid(

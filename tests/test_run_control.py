@@ -156,7 +156,10 @@ async def test_a_finished_run_tells_its_story(harness, fake_llm, dev_env):
     converter = DataConverter.default.payload_converter
     summaries = []
     async for event in handle.fetch_history_events():
-        if event.HasField("activity_task_scheduled_event_attributes"):
+        # The directory is made by a local activity, whose summary is on its marker.
+        if event.HasField("activity_task_scheduled_event_attributes") or (
+            event.HasField("marker_recorded_event_attributes") and event.user_metadata.HasField("summary")
+        ):
             summaries.append(converter.from_payload(event.user_metadata.summary, str))
     assert summaries == [
         f"prepare workspace {workspace_name_for(handle.id)}",

@@ -22,7 +22,9 @@ with workflow.unsafe.imports_passed_through():
         PREPARE_WORKSPACE,
         PREPARE_WORKSPACE_CONFIG,
         PREPARE_WORKSPACE_CONFIG_BEFORE_WAITING,
+        PREPARE_WORKSPACE_LOCALLY,
         WORKSPACE_CANCEL_PATCH,
+        WORKSPACE_IN_FIRST_TASK_PATCH,
     )
     from agent_model.budget import Budget, budget_text, ceiling_note, ceiling_reached, money, run_cost
     from agent_model.budget_raise import raise_note
@@ -90,6 +92,7 @@ class AgentWorkflow(AgentHandlers, SessionHandlers):
     async def run(self, run: AgentRunInput) -> AgentRunResult:
         fails_when_not_done = workflow.patched(TASK_NOT_DONE_PATCH)
         self.waits_for_workspace = workflow.patched(WORKSPACE_CANCEL_PATCH)
+        self.prepares_in_first_task = workflow.patched(WORKSPACE_IN_FIRST_TASK_PATCH)
         # A continued execution's profile is in the state it carries.
         profile = self.state.profile or run.profile
         agent = profile.name if profile is not None else run.agent
@@ -172,15 +175,22 @@ class AgentWorkflow(AgentHandlers, SessionHandlers):
         state = self.state
         state.profile = resolved_profile(run)
         state.memory = Memory.for_profile(state.profile)
-        state.directory = await workflow.execute_activity(
-            PREPARE_WORKSPACE,
-            self.workspace,
-            result_type=str,
-            **scheduled(
-                PREPARE_WORKSPACE_CONFIG if self.waits_for_workspace else PREPARE_WORKSPACE_CONFIG_BEFORE_WAITING,
-                f"prepare workspace {self.workspace}",
-            ),
-        )
+        summary = f"prepare workspace {self.workspace}"
+        if self.prepares_in_first_task:
+            call = workflow.LocalActivityConfig(**PREPARE_WORKSPACE_LOCALLY, summary=summary)
+            state.directory = await workflow.execute_local_activity(
+                PREPARE_WORKSPACE, self.workspace, result_type=str, **call
+            )
+        else:
+            state.directory = await workflow.execute_activity(
+                PREPARE_WORKSPACE,
+                self.workspace,
+                result_type=str,
+                **scheduled(
+                    PREPARE_WORKSPACE_CONFIG if self.waits_for_workspace else PREPARE_WORKSPACE_CONFIG_BEFORE_WAITING,
+                    summary,
+                ),
+            )
         state.memory.add(user_message(run.task))
 
     def _cost(self) -> float | None:
