@@ -241,7 +241,9 @@ class NetnsCluster:
         log_dir.mkdir(parents=True, exist_ok=True)
         argv = start_dev_server_command(self.base_dir / "temporal.db", port=SERVER_PORT, ui_port=8233)
         at = argv.index("--ip")
-        argv[at + 1] = srv.address
+        # The dev server's own services dial each other on 127.0.0.1 whatever --ip says: listen on
+        # every address of the server's namespace (its lo and the bridge, nothing else).
+        argv[at + 1] = "0.0.0.0"
         argv.append("--headless")
         with open(log_dir / "temporal.out", "wb") as out:
             self.server = subprocess.Popen(
