@@ -5,9 +5,10 @@ link goes dark; the run must carry on on b. Used by tests/test_partition.py.
 tool     during the python_execute call of turn 0: its program sleeps 25 s on
          its first execution; a is cut ~1 s after it started.
 think    during the think of turn 1: the fake holds that reply until the cut.
-between  right after turn 0's python_execute ended on a (its program's end
-         line; it waits for a gate file the driver makes once b polls), i.e.
-         while its completion and the next workflow task travel.
+between  right after turn 0's python_execute completed on a (its program
+         waits for a gate file the driver makes once b polls; the cut follows
+         its ActivityTaskCompleted in the history, polled every 10 ms), i.e.
+         while the next workflow task travels.
 
 Every python_execute program appends JSON lines to a log outside the
 workspace: "start", "alive" every ALIVE_INTERVAL while it sleeps, "end", each
@@ -33,7 +34,7 @@ from temporalio.client import Client
 
 from agent_model.run import AgentRunInput, AgentRunResult
 from agent_model.state import AgentState, StopReason
-from testkit.crash_driver import read_history
+from testkit.crash_driver import completed_count, read_history
 from testkit.e2e import wait_until
 from testkit.fake_openai import Reply, python, terminate, turn_of
 from testkit.netns_cluster import NetnsCluster
@@ -130,7 +131,7 @@ class Measurement:
     """tool: cut -> the call's program started on b; think: cut -> b's think request
     reached the fake; between: cut -> the next think's request from b."""
     attempts: int = 0
-    """The attempt that completed the activity hit (history)."""
+    """The attempt that completed the activity in flight at the cut (history)."""
     attempts_seen: list[Attempt] = field(default_factory=list)
     a_call_died_after: float | None = None
     """tool: cut -> a's execution's last sign of life."""
@@ -191,6 +192,11 @@ async def run_scenario(base_dir: Path, scenario: str, repeat: int) -> Measuremen
             if scenario == "between":
                 gate.touch()
                 await wait_until(lambda: _events(log, "end"), POINT_TIMEOUT_SECONDS, "the step's end", 0.01)
+                client = cluster.client
+                await wait_until(
+                    lambda: completed_count(client, run_id, "python_execute"), POINT_TIMEOUT_SECONDS,
+                    "the step's completion in the history", 0.01,
+                )
             cut_at = cluster.cut("a")
             script.released.set()
             poll = asyncio.create_task(_poll_attempts(cluster, handle, cut_at, m))
@@ -290,10 +296,11 @@ async def _analyse(cluster: NetnsCluster, run_id: str, log: Path, cut_at: float,
     record = await read_history(cluster.client, run_id)
     if record.closed is not None:
         m.cut_to_done = record.closed - cut_at
-    hit = "think" if m.scenario == "think" else "python_execute"
+    # tool: turn 0's python_execute; think, between: turn 1's think (the one in flight at the cut).
+    hit, index = ("python_execute", 0) if m.scenario == "tool" else ("think", 1)
     hits = [a for a in record.activities if a.type == hit]
-    if hits:
-        m.attempts = (hits[1] if m.scenario == "think" and len(hits) > 1 else hits[0]).attempt
+    if len(hits) > index:
+        m.attempts = hits[index].attempt
     for scheduled, closed, how in record.workflow_tasks:
         if closed is not None and closed > cut_at:
             m.workflow_tasks_after_cut.append(f"{scheduled - cut_at:+.1f}..{closed - cut_at:+.1f} {how}")
