@@ -110,6 +110,7 @@ class NetnsCluster:
         self.workspace = base_dir / "workspace"
         self.responder = responder
         self.hosts: dict[str, Host] = {}
+        self.srv_netns = ""
         self.workers: dict[str, Child] = {}
         self.server: subprocess.Popen | None = None
         self.fake: FakeOpenAI | None = None
@@ -178,18 +179,19 @@ class NetnsCluster:
         prefix = f"dm-{self.tag}"
         srv = Host("srv", f"{prefix}-srv", str(addresses[0]), BRIDGE)
         self.hosts["srv"] = srv
-        _ip("netns", "add", srv.netns)  # type: ignore[arg-type]
-        _ip("-n", srv.netns, "link", "set", "lo", "up")  # type: ignore[arg-type]
+        self.srv_netns = f"{prefix}-srv"
+        _ip("netns", "add", self.srv_netns)
+        _ip("-n", self.srv_netns, "link", "set", "lo", "up")
         # A bridge takes the lowest MAC of its ports unless given one: a cut would change
         # the server's MAC under the other hosts' ARP caches and cut them off too.
-        _ip("-n", srv.netns, "link", "add", BRIDGE, "address", BRIDGE_MAC, "type", "bridge")  # type: ignore[arg-type]
-        _ip("-n", srv.netns, "addr", "add", f"{srv.address}/24", "dev", BRIDGE)  # type: ignore[arg-type]
-        _ip("-n", srv.netns, "link", "set", BRIDGE, "up")  # type: ignore[arg-type]
+        _ip("-n", self.srv_netns, "link", "add", BRIDGE, "address", BRIDGE_MAC, "type", "bridge")
+        _ip("-n", self.srv_netns, "addr", "add", f"{srv.address}/24", "dev", BRIDGE)
+        _ip("-n", self.srv_netns, "link", "set", BRIDGE, "up")
         for index, role in enumerate(WORKERS, start=10):
-            host = Host(role, f"{prefix}-w{role}", str(addresses[index]), f"p{role}")
-            self.hosts[role] = host
-            _ip("netns", "add", host.netns)  # type: ignore[arg-type]
-            _ip("-n", host.netns, "link", "set", "lo", "up")  # type: ignore[arg-type]
+            netns = f"{prefix}-w{role}"
+            self.hosts[role] = host = Host(role, netns, str(addresses[index]), f"p{role}")
+            _ip("netns", "add", netns)
+            _ip("-n", netns, "link", "set", "lo", "up")
             self._veth(f"dm{self.tag}{role}", host, inner_name="eth0")
         driver = Host("driver", None, str(addresses[1]), "pdriver")
         self.hosts["driver"] = driver
@@ -199,12 +201,12 @@ class NetnsCluster:
 
     def _veth(self, name: str, host: Host, inner_name: str | None) -> None:
         """A veth pair: `name` ends up in host's namespace (renamed inner_name), its peer on the bridge."""
-        srv = self.hosts["srv"].netns
+        srv = self.srv_netns
         temporary_peer = f"{name}p"
         _ip("link", "add", name, "type", "veth", "peer", "name", temporary_peer)
-        _ip("link", "set", temporary_peer, "netns", srv)  # type: ignore[arg-type]
-        _ip("-n", srv, "link", "set", temporary_peer, "name", host.peer)  # type: ignore[arg-type]
-        _ip("-n", srv, "link", "set", host.peer, "master", BRIDGE, "up")  # type: ignore[arg-type]
+        _ip("link", "set", temporary_peer, "netns", srv)
+        _ip("-n", srv, "link", "set", temporary_peer, "name", host.peer)
+        _ip("-n", srv, "link", "set", host.peer, "master", BRIDGE, "up")
         if host.netns:
             _ip("link", "set", name, "netns", host.netns)
             _ip("-n", host.netns, "link", "set", name, "name", inner_name or name)
@@ -216,12 +218,12 @@ class NetnsCluster:
 
     def cut(self, role: str) -> float:
         """Detach the host's link from the bridge (its packets go nowhere); returns time.time() of the cut."""
-        _ip("-n", self.hosts["srv"].netns, "link", "set", self.hosts[role].peer, "nomaster")  # type: ignore[arg-type]
+        _ip("-n", self.srv_netns, "link", "set", self.hosts[role].peer, "nomaster")
         self.cuts[role] = time.time()
         return self.cuts[role]
 
     def heal(self, role: str) -> None:
-        _ip("-n", self.hosts["srv"].netns, "link", "set", self.hosts[role].peer, "master", BRIDGE)  # type: ignore[arg-type]
+        _ip("-n", self.srv_netns, "link", "set", self.hosts[role].peer, "master", BRIDGE)
 
     def role_of_inode(self, inode: int) -> str:
         return next((h.role for h in self.hosts.values() if h.inode == inode), f"?{inode}")

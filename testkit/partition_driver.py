@@ -321,6 +321,8 @@ async def _analyse(cluster: NetnsCluster, run_id: str, log: Path, cut_at: float,
         for y in m.executions:
             if x is not y and x.start < y.start < x.last:
                 m.overlap = True
+    if m.scenario == "tool" and not any(x.role == "a" and x.start < 0 < x.last for x in m.executions):
+        m.error = "a's execution was not running at the cut (b took too long to start?)"
     on_a = [x for x in m.executions if x.role == "a" and not x.ended]
     if m.scenario == "tool" and on_a:
         m.a_call_died_after = max(x.last for x in on_a)
