@@ -13,6 +13,10 @@ import pytest
 from testkit.netns_cluster import available
 from testkit.partition_driver import RETRY_TARGET_SECONDS, Measurement, run_scenario
 
+WORKFLOW_TASK_STALL_TARGET_SECONDS = 5.0
+"""Issue 25 asks to cut the stall on workflow tasks sent to the cut-off worker; today it is the
+10 s workflow task timeout (20 s when the retried task goes to the same stale poll). Half of it."""
+
 REPEATS = 3
 """Per scenario; the issue asks for 10 once the fix makes each run short."""
 
@@ -33,6 +37,7 @@ def check(measurements: list[Measurement]) -> None:
         assert m.cut_to_b is not None and m.cut_to_b <= RETRY_TARGET_SECONDS, m.line()
         assert not m.error_seen, m.line()
         assert not m.overlap, m.line()
+        assert m.workflow_task_stall < WORKFLOW_TASK_STALL_TARGET_SECONDS, m.line()
 
 
 @pytest.mark.xfail(strict=False, reason="issue 25: lost attempts use up the retry budget; a stale poll holds the step")
