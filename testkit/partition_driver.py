@@ -52,7 +52,10 @@ POINT_TIMEOUT_SECONDS = 60.0
 POLL_INTERVAL = 0.2
 RETRY_TARGET_SECONDS = 10.0
 """Issue 25: the call runs on the other worker within ~10 s of the cut."""
-LOST_CALL_MARKERS = ("Heartbeat timeout", "heartbeat timeout", "activity timed out", "ScheduleToStart")
+LOST_CALL_MARKERS = (
+    "Heartbeat timeout", "heartbeat timeout", "activity timed out", "ScheduleToStart",
+    "the worker running it stopped answering",  # prompts/agent_notes.py: the reschedule bound was reached
+)
 
 
 def program(log: Path, tag: str, sleep: float, first_only: bool, gate: Path | None = None) -> str:
