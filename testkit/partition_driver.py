@@ -32,8 +32,9 @@ from pathlib import Path
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client
 
-from agent_model.run import AgentRunInput, AgentRunResult
+from agent_model.run import AgentRunResult
 from agent_model.state import AgentState, StopReason
+from runtime.run_start import agent_run_input
 from testkit.crash_driver import completed_count, read_history
 from testkit.e2e import wait_until
 from testkit.fake_openai import Reply, python, terminate, turn_of
@@ -181,7 +182,7 @@ async def run_scenario(base_dir: Path, scenario: str, repeat: int) -> Measuremen
         cluster.start_worker("a")
         handle = await cluster.client.start_workflow(
             "AgentWorkflow",
-            AgentRunInput(task=f"partition test {run_id}", agent="manus"),
+            agent_run_input(f"partition test {run_id}", agent="manus"),  # as the starter builds it: tool terms in
             id=run_id,
             task_queue=cluster.task_queue,
             result_type=AgentRunResult,
