@@ -20,7 +20,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Awaitable, Callable, Mapping
+from typing import Awaitable, Callable, Mapping, Sequence
 
 from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import WorkflowHandle
@@ -135,7 +135,11 @@ def child_env(
 class Child:
     """A python child process (worker.py or starter.py) in its own session."""
 
-    def __init__(self, name: str, argv: list[str], env: Mapping[str, str], log_dir: Path) -> None:
+    def __init__(
+        self, name: str, argv: list[str], env: Mapping[str, str], log_dir: Path, prefix: Sequence[str] = ()
+    ) -> None:
+        """`prefix`: a command that runs python in its place (e.g. `ip netns exec NS`), which must exec
+        it, so that the pid is python's."""
         self.name = name
         log_dir.mkdir(parents=True, exist_ok=True)
         stamp = uuid.uuid4().hex[:6]
@@ -144,7 +148,7 @@ class Child:
         self.started_at = time.monotonic()
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
             self.process = subprocess.Popen(
-                [sys.executable, *argv],
+                [*prefix, sys.executable, *argv],
                 cwd=REPO_DIR,
                 env=dict(env),
                 stdin=subprocess.DEVNULL,
@@ -210,8 +214,8 @@ class Child:
         return self.process.returncode
 
 
-def start_worker(env: Mapping[str, str], log_dir: Path, name: str = "worker") -> Child:
-    return Child(name, [str(WORKER_SCRIPT), "--connect-timeout", "20"], env, log_dir)
+def start_worker(env: Mapping[str, str], log_dir: Path, name: str = "worker", prefix: Sequence[str] = ()) -> Child:
+    return Child(name, [str(WORKER_SCRIPT), "--connect-timeout", "20"], env, log_dir, prefix)
 
 
 def start_starter(args: list[str], env: Mapping[str, str], log_dir: Path, name: str = "starter") -> Child:

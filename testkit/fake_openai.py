@@ -245,6 +245,8 @@ class RecordedRequest:
     index: int = 0
     query: str = ""
     """The request target's query string, e.g. ``api-version=2024-08-01-preview``."""
+    peer: str = ""
+    """The client's IP address (which host sent it, on a test network)."""
     chunks_sent: list = field(default_factory=list)
     """Of a streamed reply: (time.time() when handed to the socket, the text piece)
     for each piece of content or of a tool call's name and arguments."""
@@ -752,11 +754,14 @@ class FakeOpenAI:
         chunk_chars: int = 4,
         stream_usage: bool = True,
         chunk_gate: threading.Event | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
-        """``chat_paths``: the paths answered as Chat Completions (Azure's
+        """``host``: the address to listen on (a test network's own, for
+        clients in other network namespaces). ``chat_paths``: the paths answered as Chat Completions (Azure's
         deployment path, for instance); any other POST gets 404. The
         ``chunk_*`` and ``stream_usage`` options shape streamed replies
         (module docstring, "Streaming"); they may be changed at any time."""
+        self.host = host
         self.chunk_delay = chunk_delay
         self.chunk_chars = chunk_chars
         self.stream_usage = stream_usage
@@ -785,11 +790,11 @@ class FakeOpenAI:
         if self._server is not None:
             return self
         self._stop_event.clear()
-        server = _Server(("127.0.0.1", 0), _Handler)
+        server = _Server((self.host, 0), _Handler)
         server.fake = self
         self._server = server
         self.port = server.server_address[1]
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self.base_url = f"http://{self.host}:{self.port}/v1"
         self._thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": _TICK},
             name=f"FakeOpenAI:{self.port}", daemon=True,
@@ -877,6 +882,7 @@ class FakeOpenAI:
                 body=body, headers=headers, turn=turn, attempt=attempt,
                 received_at=time.monotonic(), method=handler.command, path=path,
                 index=len(self.requests), query=urlsplit(handler.path).query,
+                peer=str(handler.client_address[0]),
             )
             self.requests.append(rec)
             self._cond.notify_all()
