@@ -24,9 +24,13 @@ from agent_model.records import StepRecord
 from agent_model.run import AgentRunInput, fit_records
 from agent_model.run_state import RunState
 
-HISTORY_EVENTS_PER_RUN = 10_000
+HISTORY_EVENTS_PER_RUN = 4_000
 """Events after which a run continues as new even if the server has not
-suggested it: a fifth of the server's default 51,200-event limit."""
+suggested it. A worker that takes a run over (its worker died or was cut
+off) replays the execution in one workflow task, at ~1 ms an event on 2
+loaded cores (bench P16); that task must end within its 10 s timeout, or it
+is given to another worker that replays again, forever. 4,000 events replay
+in ~4 s; 10,000, the value before, took as long as the timeout."""
 HISTORY_BYTES_PER_RUN = 10 * 1024 * 1024
 """History bytes after which a run continues as new: a fifth of the default
 50 MiB limit, so that one more step of maximal payloads always fits."""

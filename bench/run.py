@@ -2,7 +2,7 @@
 
 Starts its own dev server (SQLite file, as the embedded one) on free ports and
 the lean fake LLM (bench/fake_llm.py) in a scratch dir, runs P1, P3, P2, P4, P5, P6, P7, P8, P9, P10, P11,
-P12, P13, P14, P15 (in this order, so that P3's peak RSS is not inflated by P2's big histories; P13, the peers side
+P12, P13, P14, P15, P16 (in this order, so that P3's peak RSS is not inflated by P2's big histories; P13, the peers side
 by side, makes the peers' venvs first where they are missing: bench/peers/setup.py),
 prints a table, and writes the results as markdown (full mode: BENCHMARKS.md;
 quick mode: nothing unless --write is given). Everything stops by itself:
@@ -26,20 +26,21 @@ if __package__ in (None, ""):  # run as `python bench/run.py`
 from bench.common import REPO_DIR, log, machine_info  # noqa: E402
 from bench.context import Environment, Section  # noqa: E402
 
-ORDER = ("P1", "P3", "P2", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14", "P15")
+ORDER = ("P1", "P3", "P2", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14", "P15", "P16")
 MODULES = {
     "P1": "p1_step_overhead", "P2": "p2_history", "P3": "p3_scale", "P4": "p4_resume", "P5": "p5_long_run",
     "P6": "p6_browser_step", "P7": "p7_mcp_flood",
     "P8": "p8_approval_gate", "P9": "p9_snapshots", "P10": "p10_session_turn", "P11": "tracing_cost",
     "P12": "live_stream", "P13": "peers.compare", "P14": "p14_parallel_calls",
     "P15": "p15_sandboxed_call",
+    "P16": "p16_cold_replay",
 }
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="durable-manus benchmarks")
     parser.add_argument("--quick", action="store_true", help="smaller sizes (about 3 minutes)")
-    parser.add_argument("--only", default="", help="comma-separated subset of P1,P2,P3,P4,P5,P6,P7,P8,P9,P10,P11,P12,P13,P14,P15")
+    parser.add_argument("--only", default="", help="comma-separated subset of P1,P2,P3,P4,P5,P6,P7,P8,P9,P10,P11,P12,P13,P14,P15,P16")
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--write", metavar="PATH", help="write the markdown report here")
     out.add_argument("--no-write", action="store_true", help="do not write a report (full mode writes BENCHMARKS.md)")

@@ -70,6 +70,12 @@ def configured_ui_port() -> int:
     return environment.read(os.environ, "DURABLE_MANUS_UI_PORT") or UI_PORT
 
 
+KEEPALIVE_TIME = 1
+"""Seconds of silence on a client connection before the server pings it."""
+KEEPALIVE_TIMEOUT = 2
+"""Seconds the server waits for the ping's answer before it closes the connection."""
+
+
 def start_dev_server_command(
     db_path: Path,
     port: int = DEFAULT_PORT,
@@ -101,6 +107,13 @@ def start_dev_server_command(
         # (BENCHMARKS.md, P1); a single-user server has no reason to throttle.
         "--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000",
         "--dynamic-config-value", "history.transferProcessorMaxPollHostRPS=1000",
+        # A worker whose link went dark leaves its long polls open on the
+        # server, which hands them tasks that never arrive (each costs a
+        # heartbeat or workflow task timeout). Pinging each idle connection
+        # every KEEPALIVE_TIME s closes a dead one, and its polls, within
+        # KEEPALIVE_TIME + KEEPALIVE_TIMEOUT s (docs/cluster.md, issue 25).
+        "--dynamic-config-value", f'frontend.keepAliveTime="{KEEPALIVE_TIME}s"',
+        "--dynamic-config-value", f'frontend.keepAliveTimeout="{KEEPALIVE_TIMEOUT}s"',
         *search_attribute_flags(),
     ]
 
