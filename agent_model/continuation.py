@@ -24,13 +24,21 @@ from agent_model.records import StepRecord
 from agent_model.run import AgentRunInput, fit_records
 from agent_model.run_state import RunState
 
-HISTORY_EVENTS_PER_RUN = 4_000
+HISTORY_EVENTS_PER_RUN = 2_000
 """Events after which a run continues as new even if the server has not
-suggested it. A worker that takes a run over (its worker died or was cut
-off) replays the execution in one workflow task, at ~1 ms an event on 2
-loaded cores (bench P16); that task must end within its 10 s timeout, or it
-is given to another worker that replays again, forever. 4,000 events replay
-in ~4 s; 10,000, the value before, took as long as the timeout."""
+suggested it (~160 steps). A worker that takes a run over (its worker died or
+was cut off) replays the execution in one workflow task, at ~1 ms an event on
+2 loaded cores (bench P16); that task must end within WORKFLOW_TASK_SECONDS,
+or it is given to another worker that replays again, forever. 2,000 events
+replay in ~2 s; 10,000, the value before, took as long as the server's 10 s."""
+WORKFLOW_TASK_SECONDS = 5.0
+"""The workflow task timeout of new runs. A workflow task handed to a worker
+whose link went dark in that instant is retried elsewhere after this long
+(issue 25: the server's 10 s default was half of what a cut cost a run); a
+cold replay of a whole execution (above) fits in it 2.5 times over."""
+LIMITS_BEFORE_INPUTS_CARRIED_THEM_EVENTS = 10_000
+"""The events threshold of runs whose input carries no limits (started before
+inputs did): what the code said then, so that their replays decide alike."""
 HISTORY_BYTES_PER_RUN = 10 * 1024 * 1024
 """History bytes after which a run continues as new: a fifth of the default
 50 MiB limit, so that one more step of maximal payloads always fits."""
@@ -60,6 +68,14 @@ def current_limits() -> ContinuationLimits:
         plans_bytes=PLANS_LIMIT,
         task_shown=TASK_SHOWN,
         earlier_runs_kept=EARLIER_RUNS_KEPT,
+        workflow_task_seconds=WORKFLOW_TASK_SECONDS,
+    )
+
+
+def limits_of_older_inputs() -> ContinuationLimits:
+    """The thresholds of a run whose input carries none."""
+    return current_limits().model_copy(
+        update={"history_events": LIMITS_BEFORE_INPUTS_CARRIED_THEM_EVENTS, "workflow_task_seconds": None}
     )
 
 

@@ -7,6 +7,8 @@ reaches new runs only: an open run keeps deciding as it began.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from pydantic import BaseModel
 
 
@@ -25,3 +27,10 @@ class ContinuationLimits(BaseModel):
     """Characters of the task repeated in a continued execution's input."""
     earlier_runs_kept: int
     """Run ids of earlier executions carried, newest last."""
+    workflow_task_seconds: float | None = None
+    """The workflow task timeout of the run's executions and of a flow's step
+    runs; None (inputs written before it): the server's default, 10 s."""
+
+    def workflow_task_timeout(self) -> timedelta | None:
+        """For start_workflow / execute_child_workflow's task_timeout."""
+        return timedelta(seconds=self.workflow_task_seconds) if self.workflow_task_seconds else None

@@ -19,11 +19,13 @@ from typing import Any, Sequence
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from agent_model.continuation import current_limits
 from agent_model.profiles import MANUS, AgentProfile
 from agent_model.run import AgentRunInput, AgentRunResult
 from bench.fake_llm import directive_text
 from config.settings import LLMSettings, Settings
 from runtime.embedded_server import start_dev_server_command, temporal_cli
+from tools import with_tool_terms
 from workflows import search_attributes
 from workflows.agent import AgentWorkflow
 
@@ -176,13 +178,17 @@ def new_run_id(prefix: str) -> str:
 async def start_agent(
     client: Client, settings: Settings, profile: AgentProfile, script: dict, run_id: str | None = None
 ) -> WorkflowHandle[Any, AgentRunResult]:
+    """As the starter starts a run: the tools' terms and this code's limits in
+    its input (runtime/run_start.py agent_run_input), their workflow task timeout."""
     run_id = run_id or new_run_id("bench")
     script = {**script, "run": run_id}
+    limits = current_limits()
     return await client.start_workflow(
         AgentWorkflow.run,
-        AgentRunInput(task=task_for(script), profile=profile),
+        AgentRunInput(task=task_for(script), profile=with_tool_terms(profile), continuation=limits),
         id=run_id,
         task_queue=settings.task_queue,
+        task_timeout=limits.workflow_task_timeout(),
         # As the starter does when the server has them (the embedded one does).
         search_attributes=search_attributes.initial(profile.name),
         static_summary="benchmark run",

@@ -7,8 +7,8 @@ run of STEPS editor steps is recorded, then replayed REPLAYS times with the
 worker's sandboxed runner (tests/record_history.py replayer); the time per
 event, times the events after which a run continues as new
 (agent_model/continuation.py), is the longest such task. It must stay well
-inside the server's 10 s default workflow task timeout, or a run near the
-threshold could never be taken over.
+inside a new run's workflow task timeout, or a run near the threshold could
+never be taken over.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from agent_model.continuation import HISTORY_EVENTS_PER_RUN
+from agent_model.continuation import HISTORY_EVENTS_PER_RUN, WORKFLOW_TASK_SECONDS
 from agent_model.workspace_names import workspace_name_for
 from bench.common import bench_profile, bench_settings, log, new_run_id, start_agent, verdict
 from bench.context import Context, Section
@@ -26,8 +26,8 @@ from tests.record_history import replayer
 
 STEPS, QUICK_STEPS = 300, 100
 REPLAYS = 3
-WORKFLOW_TASK_TIMEOUT = 10.0
-"""The server's default, which agent runs keep."""
+WORKFLOW_TASK_TIMEOUT = WORKFLOW_TASK_SECONDS
+"""A new run's (agent_model/continuation.py)."""
 TARGET = 0.5
 """A cold replay at the threshold takes at most half the timeout: room for a loaded worker."""
 

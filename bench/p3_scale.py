@@ -103,6 +103,9 @@ class P3:
         self.profile = bench_profile(STEPS, [TOOL])
         self.script = {"tool": TOOL, "args": {"command": "view", "path": NOTES}, "delay": LATENCY}
 
+    task_timeouts = 0
+    """Workflow tasks of the concurrent runs that timed out (a new run's is 5 s)."""
+
     def _new_run(self) -> str:
         run_id = new_run_id("bench-p3")
         directory = self.root / workspace_name_for(run_id)
@@ -127,7 +130,12 @@ class P3:
         elapsed = time.perf_counter() - began
         for result in results:
             check_result(result, STEPS, "P3 concurrent run")
+        self.task_timeouts += sum(await asyncio.gather(*(workflow_task_timeouts(h) for h in handles)))
         return elapsed
+
+
+async def workflow_task_timeouts(handle) -> int:
+    return sum(1 for e in (await handle.fetch_history()).events if e.HasField("workflow_task_timed_out_event_attributes"))
 
 
 async def measure(
@@ -161,6 +169,7 @@ async def measure(
         "requests": len(requests),
         "options": describe(options) + ("" if workflow_sandbox else "; `[worker] workflow_sandbox = false`"),
         "cpu": median_cpu(meters),
+        "task_timeouts": p.task_timeouts,
     }
 
 
@@ -261,5 +270,8 @@ async def run(ctx: Context) -> Section:
         (f"P3 {runs} runs / one run, wall (tuned, sandbox off)", f"{results['tuned, sandbox off']['ratio']:.2f}", "", ""),
         (f"P3 {runs} runs / one run, bare Temporal loop", f"{bare['ratio']:.2f}", "", ""),
         ("P3 peak RSS, benchmark process", f"{peak_rss:.0f} MiB", "", ""),
+        ("P3 workflow task timeouts in the concurrent runs (all option sets)",
+         str(sum(r["task_timeouts"] for r in results.values())), "0",
+         verdict(sum(r["task_timeouts"] for r in results.values()), 0)),
     ]
     return section

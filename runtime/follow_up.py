@@ -161,6 +161,7 @@ async def to_closed_run(
             continued,
             id=run_id,
             task_queue=settings.task_queue,
+            task_timeout=limits.workflow_task_timeout(),
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             static_summary=f"session: {summary_of(original.task)}",
             search_attributes=search_attributes.initial(agent) if registered else None,

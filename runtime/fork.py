@@ -207,6 +207,7 @@ async def start_fork(
         run,
         id=fork_id,
         task_queue=settings.task_queue,
+        task_timeout=run.continuation.workflow_task_timeout() if run.continuation else None,
         static_summary=summary_of(f"{fork_line(run.forked_from)}: {run.task}"),
         search_attributes=search_attributes.initial(run.agent) if registered else None,
     )

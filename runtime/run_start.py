@@ -191,15 +191,17 @@ async def start_agent_run(
     """Start an agent run (a session when `session` has its terms)."""
     budget = run_budget(settings, run_llms(agent, llm), max_tokens, max_cost, ask_at_budget)
     registered = await run_control.search_attributes_registered(client)
+    run = agent_run_input(
+        task, agent=agent, max_steps=max_steps, steps_per_run=steps_per_run, llm=llm, mcp_servers=mcp_servers,
+        budget=budget,
+        approval=settings.approval.policy_for(agent, approve), session=session,
+    )
     started = await starting(client.start_workflow(
         AgentWorkflow.run,
-        agent_run_input(
-            task, agent=agent, max_steps=max_steps, steps_per_run=steps_per_run, llm=llm, mcp_servers=mcp_servers,
-            budget=budget,
-            approval=settings.approval.policy_for(agent, approve), session=session,
-        ),
+        run,
         id=run_id or f"{agent}-{uuid.uuid4().hex[:12]}",
         task_queue=settings.task_queue,
+        task_timeout=run.continuation.workflow_task_timeout() if run.continuation else None,
         static_summary=summary_of(task),
         search_attributes=search_attributes.initial(agent) if registered else None,
     ))
@@ -232,16 +234,18 @@ async def start_planning_flow(
     budget = run_budget(settings, flow_llms(agents, llm), max_tokens, max_cost, ask_at_budget)
     registered = await run_control.search_attributes_registered(client)
     approval = {agent: settings.approval.policy_for(agent, approve) for agent in agents}
+    flow = planning_flow_input(
+        task, agents=agents, timeout=timeout, max_steps=max_steps, steps_per_run=steps_per_run, llm=llm,
+        budget=budget,
+        approval=approval,
+        parallel=parallel,
+    )
     return await starting(client.start_workflow(
         PlanningFlowWorkflow.run,
-        planning_flow_input(
-            task, agents=agents, timeout=timeout, max_steps=max_steps, steps_per_run=steps_per_run, llm=llm,
-            budget=budget,
-            approval=approval,
-            parallel=parallel,
-        ),
+        flow,
         id=run_id or f"flow-{uuid.uuid4().hex[:12]}",
         task_queue=settings.task_queue,
+        task_timeout=flow.continuation.workflow_task_timeout() if flow.continuation else None,
         # Temporal's bound; the flow ends itself a little before it, with a result.
         execution_timeout=timedelta(seconds=timeout),
         static_summary=f"planning flow: {summary_of(task)}",

@@ -180,11 +180,13 @@ async def run_scenario(base_dir: Path, scenario: str, repeat: int) -> Measuremen
     async with NetnsCluster(base_dir, responder=script) as cluster:
         assert cluster.client is not None and cluster.fake is not None
         cluster.start_worker("a")
+        run = agent_run_input(f"partition test {run_id}", agent="manus")  # as the starter builds it: tool terms in
         handle = await cluster.client.start_workflow(
             "AgentWorkflow",
-            agent_run_input(f"partition test {run_id}", agent="manus"),  # as the starter builds it: tool terms in
+            run,
             id=run_id,
             task_queue=cluster.task_queue,
+            task_timeout=run.continuation.workflow_task_timeout() if run.continuation else None,
             result_type=AgentRunResult,
         )
         try:

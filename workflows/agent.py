@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from agent_model.budget import Budget, budget_text, ceiling_note, ceiling_reached, money, run_cost
     from agent_model.budget_raise import raise_note
-    from agent_model.continuation import carried_state, continued_input, current_limits, should_continue_as_new
+    from agent_model.continuation import carried_state, continued_input, limits_of_older_inputs, should_continue_as_new
     from agent_model.memory import Memory
     from agent_model.messages import user_message
     from agent_model.payload import DETAILS_LIMIT, clip
@@ -75,7 +75,7 @@ class AgentWorkflow(AgentHandlers, SessionHandlers):
         info = workflow.info()
         self.input = run
         self.workspace = run.workspace or workspace_name_for(info.workflow_id)
-        self.limits = run.continuation or current_limits()
+        self.limits = run.continuation or limits_of_older_inputs()
         """Continue-as-new thresholds: the run's own, or (older inputs) this code's."""
         self.state = run.carried or RunState(context=ContextSync(key=f"{info.workflow_id}/{info.run_id}"))
         self.tools = RunTools(self.state, self.workspace, self._publish_details, run.approval)

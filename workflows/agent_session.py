@@ -11,7 +11,7 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from agent_model.continuation import carried_state, current_limits
+    from agent_model.continuation import carried_state, limits_of_older_inputs
     from agent_model.messages import user_message
     from agent_model.payload import clip
     from agent_model.run import NOTE_LIMIT, AgentRunInput
@@ -138,5 +138,5 @@ class SessionHandlers:
     def state_to_carry(self) -> RunState:
         """The state an execution that goes on with this (closed) run starts
         from, bounded as continue-as-new bounds it."""
-        limits = self.input.continuation or current_limits()
+        limits = self.input.continuation or limits_of_older_inputs()
         return carried_state(self.state, workflow.info().run_id, limits)

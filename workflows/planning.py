@@ -272,6 +272,7 @@ class PlanningFlowWorkflow:
                 ),
                 id=step.run_id,
                 execution_timeout=max(self._time_left(), timedelta(seconds=1)),
+                task_timeout=self.input.continuation.workflow_task_timeout() if self.input.continuation else None,
                 static_summary=f"step {index + 1} · {step.executor}: {step.text}"[:200],
                 search_attributes=search_attributes.for_child(step.executor),
             )
