@@ -35,7 +35,8 @@ from activities.tools import disk_use, run_sandbox, seccomp_filter
 from activities.tools.call_cgroup import CallGroup
 from activities.tools.egress_proxy import EgressProxy
 from activities.tools.run_sandbox import KernelNews, RunSandbox
-from activities.tools.sandbox import ToolSandbox, no_new_privs
+from activities.tools.privileges import no_new_privs
+from activities.tools.sandbox import ToolSandbox
 from activities.workspace import Workspace
 
 TOOL_HEARTBEAT_TIMEOUT = TOOL_HEARTBEAT.delta
@@ -278,6 +279,42 @@ async def run_limited(
     )
 
 
+def call_request(
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    timeout: float,
+    limits: ProcessLimits,
+    disk: DiskWatch | None,
+    lease: float,
+    report_fd: int | None,
+    kernel: bool = False,
+) -> dict:
+    """What the server needs to start one call (the descriptors travel beside
+    it). kernel: argv starts the run's persistent Python, if it has none yet,
+    and the call's stdin is the code it runs."""
+    request: dict = {
+        "kernel": kernel,
+        "argv": argv,
+        "cwd": str(cwd),
+        "env": env,
+        "rlimits": limits.rlimits(timeout),
+        "lease": lease,
+        "disk": None,
+    }
+    if disk is not None:
+        request["disk"] = {
+            "dir": str(disk.run_dir),
+            "quota": max(disk.quota - disk.used_elsewhere, 0),
+            "floor": disk.reserve,
+        }
+    if report_fd is not None:
+        request["report_fd"] = report_fd
+    return request
+
+
+
 async def run_entered(
     box: RunSandbox,
     argv: list[str],
@@ -301,7 +338,7 @@ async def run_entered(
     loop = asyncio.get_running_loop()
     capture = _ClippedText(max_output)
     oom_kills_before = box.group.oom_kills() if box.group is not None else 0
-    request = run_sandbox.call_request(
+    request = call_request(
         argv, cwd=cwd, env=env, timeout=timeout, limits=limits, disk=disk, lease=LEASE_SECONDS, report_fd=report_fd,
         kernel=kernel,
     )

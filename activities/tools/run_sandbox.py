@@ -26,14 +26,25 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from activities.tools import seccomp_filter
 
+from activities.tools.privileges import no_new_privs
+
 if TYPE_CHECKING:
-    from activities.tools.call_cgroup import CallGroup
-    from activities.tools.process import DiskWatch, ProcessLimits
-    from activities.tools.sandbox import ToolSandbox
+    from activities.tools.call_cgroup import CallCgroups, CallGroup
+
+
+class Confinement(Protocol):
+    """What a run's sandbox needs of the worker's tool sandbox (activities/tools/sandbox.py ToolSandbox)."""
+
+    @property
+    def cgroups(self) -> CallCgroups | None: ...
+
+    def command(self, argv: list[str], *, run_dir: Path, cwd: Path, seccomp_fd: int | None = None) -> list[str]: ...
+
+    def environment(self, run_dir: Path) -> dict[str, str]: ...
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +128,7 @@ class RunSandbox:
 class RunSandboxes:
     """This worker's sandboxes, by run directory."""
 
-    def __init__(self, sandbox: ToolSandbox) -> None:
+    def __init__(self, sandbox: Confinement) -> None:
         self.sandbox = sandbox
         self.running: dict[Path, RunSandbox] = {}
 
@@ -165,8 +176,6 @@ class RunSandboxes:
         cgroups = self.sandbox.cgroups
         group = cgroups.make("run", own_pids=SANDBOX_PIDS) if cgroups is not None else None
         joins = cgroup_fds(group)
-        from activities.tools.sandbox import no_new_privs  # a cycle at import time; resolved before the fork
-
         try:
             argv = self.sandbox.command(
                 [sys.executable, "-I", "-S", "-c", LOADER, ",".join(SERVER_FILES), ",".join(map(str, sources)),
@@ -229,41 +238,6 @@ def _source_fd(path: Path) -> int:
     fd = os.memfd_create(f"durable-manus-{path.stem}")  # close-on-exec: passed on explicitly
     os.write(fd, path.read_bytes())
     return fd
-
-
-def call_request(
-    argv: list[str],
-    *,
-    cwd: Path,
-    env: dict[str, str],
-    timeout: float,
-    limits: ProcessLimits,
-    disk: DiskWatch | None,
-    lease: float,
-    report_fd: int | None,
-    kernel: bool = False,
-) -> dict:
-    """What the server needs to start one call (the descriptors travel beside
-    it). kernel: argv starts the run's persistent Python, if it has none yet,
-    and the call's stdin is the code it runs."""
-    request: dict = {
-        "kernel": kernel,
-        "argv": argv,
-        "cwd": str(cwd),
-        "env": env,
-        "rlimits": limits.rlimits(timeout),
-        "lease": lease,
-        "disk": None,
-    }
-    if disk is not None:
-        request["disk"] = {
-            "dir": str(disk.run_dir),
-            "quota": max(disk.quota - disk.used_elsewhere, 0),
-            "floor": disk.reserve,
-        }
-    if report_fd is not None:
-        request["report_fd"] = report_fd
-    return request
 
 
 def send_call(box: RunSandbox, request: dict, fds: list[tuple[str, int]]) -> None:

@@ -32,7 +32,6 @@ start-up, and only `"none"`, written by the operator, runs tools unconfined.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
 import shutil
@@ -46,6 +45,7 @@ from typing import Literal
 from activities.tools import seccomp_filter
 from activities.tools.call_cgroup import CallCgroups, CallGroup
 from activities.tools.control_plane import Endpoint
+from activities.tools.privileges import no_new_privs
 from activities.tools.run_sandbox import RunSandboxes
 
 log = logging.getLogger(__name__)
@@ -397,16 +397,6 @@ FIX_HINT = (
 
 ROOT_SETUP_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
 """What setpriv needs to change user and empty the bounding set; gone after it."""
-
-_PR_SET_NO_NEW_PRIVS = 38
-_prctl = ctypes.CDLL(None, use_errno=True).prctl
-
-
-def no_new_privs() -> None:
-    """Runs in a forked child before exec: no later exec may gain privileges
-    (setuid binaries, file capabilities)."""
-    _prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-
 
 def _interpreter_dirs() -> list[Path]:
     """Where the worker's Python lives: tools run this interpreter."""
