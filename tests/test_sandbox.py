@@ -641,6 +641,7 @@ os.getpid = lambda: {pid}  # its pid as its own pid namespace shows it: no proce
 from activities.tools.call_cgroup import CallCgroups
 folder = CallCgroups.detect(memory_bytes=512 * 1024**2, max_pids=64).parents["pids"]
 (folder / "call-running").mkdir()
+(folder / "run-idle").mkdir()  # the group of a run's sandbox (activities/tools/run_sandbox.py)
 if {live}:
     (folder / "call-running" / "cgroup.procs").write_text(str(real_pid))  # a call of its own, running
 print(folder, flush=True)
@@ -676,12 +677,16 @@ def test_a_worker_in_another_pid_namespace_keeps_its_cgroups(tmp_path):
 
         assert again.parents["pids"] == mine.parents["pids"]
         assert (live_folder / "call-running").is_dir(), "a live worker's call was swept"
+        assert (live_folder / "run-idle").is_dir(), "a live worker's run sandbox group was swept"
         assert live.poll() is None, "a live worker's call was killed"
         assert not dead_folder.exists(), "a dead worker's folder stays"
     finally:
         live.kill()
         live.wait()
-        for leftover in (live_folder / "call-running", live_folder, dead_folder / "call-running", dead_folder):
+        for leftover in (
+            live_folder / "call-running", live_folder / "run-idle", live_folder,
+            dead_folder / "call-running", dead_folder / "run-idle", dead_folder,
+        ):
             with contextlib.suppress(OSError):
                 leftover.rmdir()
 

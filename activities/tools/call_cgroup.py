@@ -288,8 +288,9 @@ def _v2_parents(own: str, want_memory: bool) -> dict[str, Path]:
 
 def _remove_stale(parent: Path) -> None:
     """Remove the folders of workers that died without cleaning up: those
-    whose lock is free (and the call-<pid>-<id> groups and pid-named folders
-    of earlier versions, by their pid)."""
+    whose lock is free, with their calls' and runs' groups (and the
+    call-<pid>-<id> groups and pid-named folders of earlier versions, by
+    their pid)."""
     for group in parent.glob("call-*"):
         with contextlib.suppress(IndexError, ValueError):
             if not Path(f"/proc/{int(group.name.split('-')[1])}").exists():
@@ -308,8 +309,9 @@ def _remove_stale(parent: Path) -> None:
             legacy = _LEGACY_FOLDER.fullmatch(folder.name)
             if legacy and Path(f"/proc/{legacy[1]}").exists():
                 continue
-            for group in folder.glob("call-*"):
-                empty_and_remove(group)
+            for group in folder.iterdir():  # call-* groups, and run-* of the runs' sandboxes
+                if group.is_dir():
+                    empty_and_remove(group)
             with contextlib.suppress(OSError):
                 folder.rmdir()
         finally:
