@@ -21,17 +21,11 @@ from temporalio.testing import ActivityEnvironment
 from agent_model.tool_io import ToolRequest
 from activities.tools.sandbox import ToolSandbox
 from activities.workspace import Workspace
+from tests.test_sandbox import require
 from tools.bash import Bash
 from tools.python_execute import PythonExecute
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def require(available: bool, what: str) -> None:
-    if not available:
-        if os.environ.get("CI"):
-            pytest.fail(f"{what} must be available in CI (see .ci/run)")
-        pytest.skip(f"{what} is not available on this machine")
 
 
 @pytest.fixture

@@ -173,8 +173,14 @@ def kill(pid: int, cgroups: list[str]) -> None:
                 f.write("1")
         except OSError:
             pass
+    kill_until_none_left(lambda: cgroup_pids(cgroups))
+
+
+def kill_until_none_left(find: Callable[[], set[int]]) -> None:
+    """SIGKILL what `find` lists, pass after pass (KILL_SWEEPS, 10 ms apart):
+    a process forked during one pass is found by the next."""
     for _ in range(KILL_SWEEPS):
-        left = cgroup_pids(cgroups)
+        left = find()
         if not left:
             return
         for other in left:

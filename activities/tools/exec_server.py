@@ -61,9 +61,6 @@ MAX_REQUEST_BYTES = 1024 * 1024
 """Largest call the worker sends (its argv, environment and limits)."""
 MAX_FDS = 16
 """Most descriptors one call carries."""
-KILL_SWEEPS = 100
-"""Passes over /proc after a call, 10 ms apart: a process forked during one
-pass is found by the next."""
 READY = b"ready"
 OOM_SCORE_ADJ = 1000
 """A call's processes (raising one's own score needs no privilege): at the
@@ -92,16 +89,7 @@ def _alive_others(keep: set[int]) -> set[int]:
 
 def kill_all_but(keep: set[int]) -> None:
     """SIGKILL every process of the sandbox but `keep`, until none is left."""
-    for _ in range(KILL_SWEEPS):
-        others = _alive_others(keep)
-        if not others:
-            return
-        for pid in others:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        time.sleep(0.01)
+    call_guard.kill_until_none_left(lambda: _alive_others(keep))
 
 
 def empty_tmp() -> None:
