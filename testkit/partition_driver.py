@@ -249,6 +249,10 @@ async def _reach_cut_point(cluster: NetnsCluster, scenario: str, log: Path) -> N
         await wait_until(started, POINT_TIMEOUT_SECONDS, "the tool to start", 0.02)
 
 
+LISTED_WITHIN_SECONDS = 3.0
+"""How long to wait for the server to list a worker that says it polls."""
+
+
 async def _wait_polling(cluster: NetnsCluster, role: str) -> None:
     """Until the server lists `role`'s worker among the queue's pollers (workflow and activity tasks)."""
     from temporalio.api.enums.v1 import TaskQueueType
@@ -270,7 +274,15 @@ async def _wait_polling(cluster: NetnsCluster, role: str) -> None:
                 return False
         return True
 
-    await wait_until(polling, POINT_TIMEOUT_SECONDS, f"worker {role} to poll", 0.1)
+    # The server lists a poller on the partition of the queue it polled, which the
+    # root's describe may not show: the worker's own line that it polls is the
+    # sure sign, the listing (or a second more) the server's.
+    worker = cluster.workers[role]
+    await wait_until(lambda: "worker polling task queue" in worker.stderr(), POINT_TIMEOUT_SECONDS, f"worker {role} to start", 0.05)
+    try:
+        await wait_until(polling, LISTED_WITHIN_SECONDS, f"worker {role} to be listed", 0.1)
+    except TimeoutError:
+        pass
 
 
 def _role_of_identity(cluster: NetnsCluster, identity: str) -> str:
