@@ -28,14 +28,16 @@ HISTORY_EVENTS_PER_RUN = 2_000
 """Events after which a run continues as new even if the server has not
 suggested it (~160 steps). A worker that takes a run over (its worker died or
 was cut off) replays the execution in one workflow task, at ~1 ms an event on
-2 loaded cores (bench P16); that task must end within WORKFLOW_TASK_SECONDS,
-or it is given to another worker that replays again, forever. 2,000 events
+2 loaded cores (bench P16); that task must end within the workflow task
+timeout (10 s), or it is given to another worker that replays again, forever. 2,000 events
 replay in ~2 s; 10,000, the value before, took as long as the server's 10 s."""
-WORKFLOW_TASK_SECONDS = 5.0
-"""The workflow task timeout of new runs. A workflow task handed to a worker
-whose link went dark in that instant is retried elsewhere after this long
-(issue 25: the server's 10 s default was half of what a cut cost a run); a
-cold replay of a whole execution (above) fits in it 2.5 times over."""
+WORKFLOW_TASK_SECONDS: float | None = None
+"""The workflow task timeout of new runs (None: the server's 10 s). 5 s would
+retry sooner a task handed to a worker whose link went dark in that instant
+(issue 25, between steps), but 200 runs started at once on one 2-core worker
+(P3) then had workflow tasks time out and their eagerly started thinks
+cancelled: a loaded worker's first task, which makes the run's directory,
+can take longer. The run's input carries the value, so it can be set later."""
 LIMITS_BEFORE_INPUTS_CARRIED_THEM_EVENTS = 10_000
 """The events threshold of runs whose input carries no limits (started before
 inputs did): what the code said then, so that their replays decide alike."""

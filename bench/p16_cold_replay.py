@@ -26,8 +26,8 @@ from tests.record_history import replayer
 
 STEPS, QUICK_STEPS = 300, 100
 REPLAYS = 3
-WORKFLOW_TASK_TIMEOUT = WORKFLOW_TASK_SECONDS
-"""A new run's (agent_model/continuation.py)."""
+WORKFLOW_TASK_TIMEOUT = WORKFLOW_TASK_SECONDS or 10.0
+"""A new run's (agent_model/continuation.py; None: the server's 10 s)."""
 TARGET = 0.5
 """A cold replay at the threshold takes at most half the timeout: room for a loaded worker."""
 

@@ -51,8 +51,9 @@ CUT_AFTER_START_SECONDS = 1.0
 RUN_TIMEOUT_SECONDS = 150.0
 POINT_TIMEOUT_SECONDS = 60.0
 POLL_INTERVAL = 0.2
-RETRY_TARGET_SECONDS = 10.0
-"""Issue 25: the call runs on the other worker within ~10 s of the cut."""
+RETRY_TARGET_SECONDS = 10.5
+"""Issue 25: the call runs on the other worker within ~10 s of the cut (one 10 s workflow task
+timeout and the dispatch after it, when a task was in flight at the cut)."""
 LOST_CALL_MARKERS = (
     "Heartbeat timeout", "heartbeat timeout", "activity timed out", "ScheduleToStart",
     "the worker running it stopped answering",  # prompts/agent_notes.py: the reschedule bound was reached

@@ -1,16 +1,17 @@
-"""A new run's workflow tasks time out after 5 s, not the server's 10 s (issue
-25: a task handed to a worker whose link went dark in that instant costs the
-run its timeout), and its executions continue as new at 2,000 events, so a
-worker that takes one over replays it well inside that (bench P16). The
-values travel in the run's input (agent_model/continuation.py): runs started
-before them keep the server's default and their 10,000 events. Started as
-the starter starts them, on the real dev server."""
+"""A run's workflow task timeout travels in its input (ContinuationLimits,
+agent_model/continuation.py) and reaches its executions and a flow's step
+runs; new runs leave it to the server (10 s), and their executions continue
+as new at 2,000 events, so that a worker taking one over replays it well
+inside that (bench P16). Runs whose input has no limits keep the server's
+default and their 10,000 events. Started as the starter starts them, on the
+real dev server."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from agent_model.continuation import WORKFLOW_TASK_SECONDS, limits_of_older_inputs
+from agent_model import continuation
+from agent_model.continuation import current_limits, limits_of_older_inputs
 from agent_model.run import AgentRunInput
 from runtime.run_start import start_agent_run, start_planning_flow
 from runtime.worker_factory import build_worker
@@ -30,7 +31,19 @@ async def task_timeout(client, workflow_id: str, run_id: str | None = None) -> t
     raise AssertionError("no history")
 
 
-async def test_a_new_run_and_a_flows_step_runs_have_the_shorter_workflow_task_timeout(dev_env, fake_llm, tmp_path):
+WORKFLOW_TASK_SECONDS = 7.0
+"""Not the server's default, so that the test sees it arrive."""
+
+
+def test_new_runs_leave_the_workflow_task_timeout_to_the_server_and_replay_2000_events_at_most():
+    assert current_limits().workflow_task_timeout() is None
+    assert current_limits().history_events == 2_000
+
+
+async def test_the_inputs_workflow_task_timeout_reaches_the_run_and_a_flows_step_runs(
+    dev_env, fake_llm, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(continuation, "WORKFLOW_TASK_SECONDS", WORKFLOW_TASK_SECONDS)
     settings = make_settings(fake_llm.base_url, tmp_path / "workspace")
     async with build_worker(dev_env.client, settings):
         fake_llm.turns = [terminate("done")]
