@@ -22,6 +22,8 @@ from tools.python_execute import PythonExecute
 
 RUN = "run-session"
 
+pytestmark = pytest.mark.e2e  # sandboxes and sessions started and ended: the default tier stays under 5 min
+
 
 @pytest.fixture
 def session(tmp_path):
