@@ -47,9 +47,11 @@ class WorkerSet:
         return [self.shared] if self.own is None else [self.shared, self.own]
 
     def _start_watching(self) -> None:
-        """Before the workers start: their activity tasks inherit the context."""
+        """Before the workers start: their activity tasks inherit the context.
+        Once, whether the set is entered, run, or both."""
         watch_in_this_context(self.contact)
-        self._watch = asyncio.create_task(self.contact.watch())
+        if self._watch is None or self._watch.done():
+            self._watch = asyncio.create_task(self.contact.watch())
 
     async def __aenter__(self) -> WorkerSet:
         self._start_watching()

@@ -62,6 +62,8 @@ MAX_REQUEST_BYTES = 1024 * 1024
 MAX_FDS = 16
 """Most descriptors one call carries."""
 READY = b"ready"
+GONE = (None, b"Z", b"X")
+"""Process states (/proc/<pid>/stat) of what has ended: no such process, a zombie, dead."""
 OOM_SCORE_ADJ = 1000
 """A call's processes (raising one's own score needs no privilege): at the
 sandbox's memory cap the kernel kills them, not this server."""
@@ -73,18 +75,8 @@ def _prctl(option: int, value: int) -> None:
 
 def _alive_others(keep: set[int]) -> set[int]:
     """Processes of the sandbox other than `keep`, zombies left out."""
-    found = set()
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) in keep:
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                state = f.read().rpartition(b")")[2].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state not in (b"Z", b"X"):
-            found.add(int(name))
-    return found
+    pids = (int(name) for name in os.listdir("/proc") if name.isdigit())
+    return {pid for pid in pids if pid not in keep and _state(pid) not in GONE}
 
 
 def kill_all_but(keep: set[int]) -> None:
@@ -223,7 +215,7 @@ class Kernel:
         self.socket = ours
 
     def alive(self) -> bool:
-        return _state(self.pid) not in (None, b"Z", b"X")
+        return _state(self.pid) not in GONE
 
     def end(self) -> None:
         try:
