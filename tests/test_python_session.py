@@ -127,3 +127,12 @@ async def test_code_that_writes_to_the_kernels_socket_cannot_upset_the_next_call
     nonsense = await python(session, "import os\nos.write(3, b'not json')")
     assert "the Python session ended with this call" in nonsense.output
     assert (await python(session, "print('x' in globals())")).output.strip() == "False"
+
+
+async def test_code_that_closes_or_replaces_its_output_does_not_silence_the_next_call(session):
+    await python(session, "x = 3")
+    await python(session, "import os\nos.close(1)\nos.close(2)")
+    after = await python(session, "print('x is', x)")
+    assert after.output.strip() == "x is 3", after.output
+    await python(session, "import sys\nsys.stdout = None")
+    assert (await python(session, "print('still', x)")).output.strip() == "still 3"

@@ -66,6 +66,15 @@ def _run(source, namespace):
     return 0
 
 
+def _output_to(fd):
+    """stdout and stderr to `fd`, which is then closed unless it is one of
+    them (code that closed 1 or 2 makes the next descriptor take its number)."""
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    if fd > 2:
+        os.close(fd)
+
+
 def main():
     server = socket.socket(fileno=SERVER_FD)
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
@@ -77,9 +86,7 @@ def main():
         source = _read_all(code_fd).decode("utf-8", "surrogateescape")
         os.close(code_fd)
         os.chdir(request["cwd"])
-        os.dup2(out, 1)
-        os.dup2(out, 2)
-        os.close(out)
+        _output_to(out)
         sys.stdout, sys.stderr, sys.stdin = sys.__stdout__, sys.__stderr__, sys.__stdin__  # the last call's code may have replaced them
         status = _run(source, namespace)
         for stream in (sys.stdout, sys.stderr):
@@ -88,10 +95,7 @@ def main():
                     stream.flush()
             except (OSError, ValueError):  # the code closed or replaced it
                 pass
-        quiet = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(quiet, 1)  # the call's pipe ends here: the worker sees its output end
-        os.dup2(quiet, 2)
-        os.close(quiet)
+        _output_to(os.open(os.devnull, os.O_WRONLY))  # the call's pipe ends here: the worker sees its output end
         server.send(json.dumps({"status": status}).encode())
 
 
