@@ -59,7 +59,8 @@ async def heartbeating(*details: Any, on_beat: Callable[[], None] | None = None)
     """Heartbeats (with `details`) while the body runs, the first at once;
     `on_beat` is called at every beat too (the process tool renews its guard's
     lease there). Outside an activity only `on_beat` runs, every MAX_INTERVAL."""
-    inside = activity.in_activity()
+    # A local activity has no heartbeat: its workflow task's worker keeps it alive.
+    inside = activity.in_activity() and not activity.info().is_local
     if not inside and on_beat is None:
         yield
         return

@@ -44,7 +44,7 @@ async def release_run_from_lost_worker() -> bool:
     if not activity.in_activity():
         return False
     info = activity.info()
-    if info.attempt <= 1 or not info.workflow_id or not info.workflow_run_id:
+    if info.attempt <= 1 or info.is_local or not info.workflow_id or not info.workflow_run_id:
         return False
     try:
         client = activity.client()

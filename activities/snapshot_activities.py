@@ -1,5 +1,5 @@
 """The worker's side of snapshots: one after every call of a tool that may
-change files, and the restore_workspace activity (forks, rewinds).
+change files (but a call that only reads, such as the editor's view), and the restore_workspace activity (forks, rewinds).
 
 Snapshots are taken here, by a worker-wide activity interceptor, so the
 workflow schedules nothing more for them: a run's commands are the same
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from temporalio import activity
@@ -25,6 +25,7 @@ from activities.workspace_snapshots import SnapshotStore
 from agent_model.activity_specs import RESTORE_WORKSPACE
 from agent_model.fork import RestoreRequest, RestoreResult
 from agent_model.tool_io import ToolRequest
+from agent_model.tool_terms import reads_only
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +39,11 @@ async def beating(work: Callable[[], T]) -> T:
 
 
 class SnapshotInterceptor(Interceptor):
-    """Snapshots the run directory after each call of the `tools` named."""
+    """Snapshots the run directory after each call of the `tools` named, but
+    those of their calls that only read (by the tool's read_calls rule)."""
 
-    def __init__(self, store: SnapshotStore, tools: Collection[str]) -> None:
-        self.store, self.tools = store, frozenset(tools)
+    def __init__(self, store: SnapshotStore, tools: Mapping[str, Mapping[str, Sequence[str]]]) -> None:
+        self.store, self.tools = store, dict(tools)
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
         return _SnapshottingInbound(next, self)
@@ -54,10 +56,12 @@ class _SnapshottingInbound(ActivityInboundInterceptor):
 
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
         request = input.args[0] if input.args else None
+        tool = activity.info().activity_type
         due = (
             isinstance(request, ToolRequest)
             and request.step is not None
-            and activity.info().activity_type in self.owner.tools
+            and tool in self.owner.tools
+            and not reads_only(self.owner.tools[tool], request.arguments)
         )
         try:
             return await super().execute_activity(input)

@@ -280,6 +280,11 @@ class ToolSpec:
     changes_files: bool = False
     """Its calls may change the run directory: after each, the worker snapshots
     the directory for forks and rewinds (activities/workspace_snapshots.py)."""
+    read_calls: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Of an activity tool: the calls that only read, as argument values (the
+    editor: {"command": ("view",)}; see agent_model/tool_terms.py reads_only).
+    No snapshot follows such a call, and new runs run it as a local activity
+    (ToolTerms.local_reads)."""
     build: Callable[[Any], Callable[..., Awaitable[Any]]] | None = None
     """Worker side, for an activity tool: makes the activity from the worker's
     resources (the workflow never calls it)."""
@@ -304,6 +309,8 @@ class ToolSpec:
             raise ValueError(f"tool {self.name}: its schema names another function")
         if self.concurrent and (self.activity is None or self.state is not None):
             raise ValueError(f"tool {self.name}: only a stateless activity tool may run beside others")
+        if self.read_calls and (self.activity is None or self.state is not None):
+            raise ValueError(f"tool {self.name}: only a stateless activity tool may run its reads locally")
         if self.schema is None and (self.state is None or self.state.answers is None):
             raise ValueError(f"tool {self.name}: a tool without a schema must answer functions of its state")
 

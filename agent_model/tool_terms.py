@@ -9,6 +9,7 @@ only. What the tool does stays the worker's code, deployed like any activity.
 from __future__ import annotations
 
 from datetime import timedelta
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -121,6 +122,23 @@ class ActivityTerms(BaseModel):
             config["schedule_to_start_timeout"] = timedelta(seconds=self.schedule_to_start_seconds)
         return config
 
+    def local_config(self) -> workflow.LocalActivityConfig:
+        """The SDK's config for a call run as a local activity: the same bound
+        and retries; a local activity has no heartbeat or queue timeout (it runs
+        in the workflow task's worker, which keeps the task alive meanwhile)."""
+        config = self.config()
+        return workflow.LocalActivityConfig(
+            start_to_close_timeout=config.get("start_to_close_timeout"),
+            retry_policy=config.get("retry_policy"),
+            cancellation_type=config.get("cancellation_type", ActivityCancellationType.TRY_CANCEL),
+        )
+
+
+def reads_only(read_calls: Mapping[str, Sequence[str]], arguments: Mapping[str, Any]) -> bool:
+    """Whether a call is one of those that only read: each argument named has
+    one of its listed values (no rule: no call)."""
+    return bool(read_calls) and all(arguments.get(name) in values for name, values in read_calls.items())
+
 
 class ToolTerms(BaseModel):
     definition: dict[str, Any] | None = None
@@ -134,3 +152,8 @@ class ToolTerms(BaseModel):
     concurrent: bool = False
     """Its calls may run beside the other such calls of their reply (ToolSpec.concurrent).
     An input written before the mark existed lacks it: its calls run one by one, as they did."""
+    local_reads: dict[str, list[str]] = {}
+    """The calls that only read (ToolSpec.read_calls), as argument values: they
+    run as local activities, in the workflow task that got the reply, which
+    saves a workflow task and a round trip per step. An input written before
+    it lacks it: all its calls stay activities."""

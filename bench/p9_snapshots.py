@@ -55,7 +55,7 @@ def seed(directory, big: bool) -> None:
 def snapshots_off():
     """Workers built meanwhile snapshot no tool."""
     original = worker_factory.snapshot_interceptor
-    worker_factory.snapshot_interceptor = lambda resources: SnapshotInterceptor(SnapshotStore(resources.workspace), [])
+    worker_factory.snapshot_interceptor = lambda resources: SnapshotInterceptor(SnapshotStore(resources.workspace), {})
     try:
         yield
     finally:

@@ -202,7 +202,7 @@ def activities_for(
 def snapshot_interceptor(resources: WorkerResources) -> SnapshotInterceptor:
     """Snapshots after each call of a tool that may change files (ToolSpec.changes_files)."""
     return SnapshotInterceptor(
-        SnapshotStore(resources.workspace), [spec.name for spec in TOOLS.values() if spec.changes_files]
+        SnapshotStore(resources.workspace), {spec.name: spec.read_calls for spec in TOOLS.values() if spec.changes_files}
     )
 
 

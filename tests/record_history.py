@@ -33,6 +33,10 @@ event history as JSON. Scenarios:
         starter starts it (web_fetch marked concurrent in its input): one
         reply of three web_fetch calls on a local server, all three in flight
         at once (testkit/crowd.py), then terminate
+    local-reads (agent_run_local_reads.json): a manus run started as the
+        starter starts it (the editor's view marked a local read in its
+        input): create a file, view it (a local activity: a marker, no
+        activity task), terminate
     profile-AGENT (agent_run_profile_AGENT.json), for manus, swe,
         data_analysis, planning and toolcall: a run started as the starter
         starts it, its resolved profile and thresholds in its input and its
@@ -432,6 +436,27 @@ PROFILE_CALLS = {
 """Per built-in profile, the one tool call its recorded run makes before terminate."""
 
 
+async def record_local_reads_run(
+    client: Client, fake: FakeOpenAI, scratch: Path, workflow_id: str, timeout: float = 60
+) -> WorkflowHistory:
+    from runtime.run_start import agent_run_input
+
+    editor = "str_replace_editor"
+    fake.turns = [
+        Reply(tool_calls=[call(editor, {"command": "create", "path": "answer.txt", "file_text": "42\n"})]),
+        Reply(tool_calls=[call(editor, {"command": "view", "path": "answer.txt"})]),
+        Reply(tool_calls=[call("terminate", {"status": "success", "answer": FINAL_ANSWER})]),
+    ]
+    run = agent_run_input(TASK, agent="manus")
+    assert run.profile is not None and run.profile.tool_terms[editor].local_reads, run.profile.tool_terms[editor]
+    result, handle = await run_to_end(
+        client, unconfined_settings(fake, scratch), run, workflow_id, timeout,
+        search_attributes=search_attributes.initial("manus"),
+    )
+    assert "42" in result.steps[1].tool_calls[0].observation, result
+    return await handle.fetch_history()
+
+
 def profile_scenario(agent: str) -> str:
     return f"profile-{agent}"
 
@@ -749,6 +774,7 @@ SCENARIOS = {
     "session": ("agent_run_session.json", "agent-run-session"),
     "session-idle": ("agent_run_session_idle.json", "agent-run-session"),
     "parallel-calls": ("agent_run_parallel_calls.json", "agent-run-parallel-calls"),
+    "local-reads": ("agent_run_local_reads.json", "agent-run-local-reads"),
     **{
         profile_scenario(agent): (f"agent_run_profile_{agent}.json", f"agent-run-profile-{agent.replace('_', '-')}")
         for agent in PROFILE_CALLS
@@ -796,6 +822,7 @@ async def record(scenario: str, client: Client, fake: FakeOpenAI, scratch: Path)
         "session": record_session_run,
         "session-idle": record_session_idle_run,
         "parallel-calls": record_parallel_calls_run,
+        "local-reads": record_local_reads_run,
     }[scenario]
     return await recorder(client, fake, scratch, workflow_id)
 

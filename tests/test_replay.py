@@ -203,6 +203,10 @@ def history_file(name: str) -> dict:
             ["restore_workspace", "think", "python_execute", "think"], "COMPLETED",
         ),
         (
+            "agent_run_local_reads.json", "agent-run-local-reads",
+            ["think", "str_replace_editor", "think", "think"], "COMPLETED",
+        ),
+        (
             "agent_run_parallel_calls.json", "agent-run-parallel-calls",
             ["prepare_workspace", "think", "web_fetch", "web_fetch", "web_fetch", "think"], "COMPLETED",
         ),
@@ -269,6 +273,10 @@ async def test_each_scenario_history_is_what_it_claims_and_replays(name, workflo
         ]
         assert fetches == list(range(fetches[0], fetches[0] + 3))
         assert started_input(data)["profile"]["tool_terms"]["web_fetch"]["concurrent"] is True
+    elif "local_reads" in name:  # the view is a local activity's marker, the create an activity task
+        markers = [e["markerRecordedEventAttributes"]["markerName"] for e in data["events"] if "markerRecordedEventAttributes" in e]
+        assert markers.count("core_local_activity") == 2, markers  # prepare_workspace and the view
+        assert started_input(data)["profile"]["tool_terms"]["str_replace_editor"]["local_reads"] == {"command": ["view"]}
     elif "continued" in name:  # begins from the state the first execution carried
         assert "continuedExecutionRunId" in data["events"][0]["workflowExecutionStartedEventAttributes"]
     result = await replayer().replay_workflow(as_history(data, workflow_id))

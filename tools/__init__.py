@@ -73,6 +73,7 @@ def _terms(spec: ToolSpec, raw_options: dict[str, Any]) -> ToolTerms:
         own_activities={key: ActivityTerms.of(config) for key, config in spec.own_activities.items()},
         options=options,
         concurrent=spec.concurrent,
+        local_reads={name: list(values) for name, values in spec.read_calls.items()},
     )
 
 

@@ -121,5 +121,6 @@ SPEC = ToolSpec(
     summary=summary,
     activity=CONFIG,
     changes_files=True,
+    read_calls={"command": ("view",)},
     build=build,
 )

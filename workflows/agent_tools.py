@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from agent_model.tool_arguments import parse_arguments
     from agent_model.tool_io import ToolRequest, ToolResult, observation_text, produced_text
     from agent_model.tool_spec import ToolCallContext, ToolOutcome, ToolSpec, scheduled
-    from agent_model.tool_terms import BadToolTerms
+    from agent_model.tool_terms import BadToolTerms, reads_only
     from agent_model.usage import TokenUsage
     from prompts import agent_notes
     from tools import TOOLS, activity_options, activity_summary, offered_definitions, own_activity_options, used_by
@@ -304,8 +304,13 @@ class RunTools:
         as the run's terms say when its last attempt ended because its worker
         went silent: only the tool's own failures use up its retries."""
         terms = self.profile.tool_terms.get(spec.name)
-        reschedules = terms.activity.lost_worker_reschedules if terms is not None and terms.activity is not None else 0
         summary = activity_summary(spec.name, arguments)
+        if terms is not None and terms.activity is not None and reads_only(terms.local_reads, arguments):
+            # No worker of its own to lose: it runs in this workflow task's.
+            local = terms.activity.local_config()
+            local["summary"] = summary
+            return await workflow.execute_local_activity(spec.name, request, result_type=ToolResult, **local)
+        reschedules = terms.activity.lost_worker_reschedules if terms is not None and terms.activity is not None else 0
         lost = 0
         while True:
             try:
