@@ -56,9 +56,10 @@ def beat_interval(heartbeat_timeout: timedelta | None) -> float:
 
 @contextlib.asynccontextmanager
 async def heartbeating(*details: Any, on_beat: Callable[[], None] | None = None) -> AsyncIterator[None]:
-    """Heartbeats (with `details`) while the body runs, the first at once;
-    `on_beat` is called at every beat too (the process tool renews its guard's
-    lease there). Outside an activity only `on_beat` runs, every MAX_INTERVAL."""
+    """Heartbeats (with `details`) while the body runs, the first after one
+    interval; `on_beat` is called at once and at every beat (the process tool
+    renews its guard's lease there). Outside an activity only `on_beat` runs,
+    every MAX_INTERVAL."""
     # A local activity has no heartbeat: its workflow task's worker keeps it alive.
     inside = activity.in_activity() and not activity.info().is_local
     if not inside and on_beat is None:
@@ -69,11 +70,15 @@ async def heartbeating(*details: Any, on_beat: Callable[[], None] | None = None)
     entered = _doing.set(doing)
 
     async def beat() -> None:
+        first = True
         while True:
-            if inside:
+            # Not at once: each beat is a write on the server, and most calls
+            # (a think, an editor call) end before the first interval does.
+            if inside and not first:
                 activity.heartbeat(*((doing[0],) if doing[0] else details))
             if on_beat is not None:
                 on_beat()
+            first = False
             await asyncio.sleep(interval)
 
     beats = asyncio.create_task(beat())

@@ -4,6 +4,7 @@ timeout, the beats reach the server, and they carry a cancellation back."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import uuid
 from datetime import timedelta
@@ -13,6 +14,7 @@ from temporalio import activity, workflow
 from temporalio.client import WorkflowFailureError
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import CancelledError
+from temporalio.testing import ActivityEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from activities.heartbeats import MAX_INTERVAL, MIN_INTERVAL, beat_interval, heartbeating
@@ -122,3 +124,31 @@ async def test_a_cancellation_reaches_an_activity_through_its_beats(dev_env) -> 
     # The workflow waited for the activity to end (WAIT_CANCELLATION_COMPLETED), which saw the cancellation.
     assert key in beat_times
     beat_times.pop(key)
+
+
+def beats_of(seconds: float, *, is_local: bool = False) -> list[tuple]:
+    """The heartbeats an activity sends that sits in heartbeating() for `seconds`."""
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, heartbeat_timeout=timedelta(seconds=0.6), is_local=is_local)
+    beats: list[tuple] = []
+    env.on_heartbeat = lambda *details: beats.append(details)
+
+    async def work() -> None:
+        async with heartbeating():
+            await asyncio.sleep(seconds)
+
+    asyncio.run(env.run(work))
+    return beats
+
+
+def test_a_short_call_sends_no_heartbeat():
+    """Each beat is a write on the server; a call shorter than one interval (0.2 s here) needs none."""
+    assert beats_of(0.05) == []
+
+
+def test_a_longer_call_beats_every_interval():
+    assert 3 <= len(beats_of(1.0)) <= 5
+
+
+def test_a_local_activity_never_beats():
+    assert beats_of(1.0, is_local=True) == []
