@@ -238,7 +238,7 @@ async def test_a_journal_that_cannot_be_written_leaves_the_think_as_it_was(fake_
 
 async def test_a_long_stream_heartbeats(fake_llm, tmp_path):
     fake_llm.turns = [Reply(content="slow " * 6)]
-    fake_llm.chunk_chars, fake_llm.chunk_delay = 5, 0.3  # ~2 s of streaming, beats every second
+    fake_llm.chunk_chars, fake_llm.chunk_delay = 5, 0.5  # ~3 s of streaming, beats every second after the first
     beats = []
     env = ActivityEnvironment()
     env.on_heartbeat = lambda *details: beats.append(details)
