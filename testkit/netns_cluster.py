@@ -222,8 +222,10 @@ class NetnsCluster:
         self.cuts[role] = time.time()
         return self.cuts[role]
 
-    def heal(self, role: str) -> None:
+    def heal(self, role: str) -> float:
+        """Attach the host's link to the bridge again; returns time.time() of the heal."""
         _ip("-n", self.srv_netns, "link", "set", self.hosts[role].peer, "master", BRIDGE)
+        return time.time()
 
     def role_of_inode(self, inode: int) -> str:
         return next((h.role for h in self.hosts.values() if h.inode == inode), f"?{inode}")

@@ -10,6 +10,9 @@ between  right after turn 0's python_execute completed on a (its program
          its ActivityTaskCompleted in the history, polled every 10 ms), i.e.
          while the next workflow task travels.
 
+A scenario can go on once its run is done and analysed (`then`, with the
+cluster still up): testkit/partition_heal.py heals the link after `tool`.
+
 Every python_execute program appends JSON lines to a log outside the
 workspace: "start", "alive" every ALIVE_INTERVAL while it sleeps, "end", each
 with the network namespace's inode (which host ran it) and time.time(). A
@@ -26,11 +29,13 @@ import textwrap
 import threading
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from temporalio.api.enums.v1 import PendingActivityState
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 
 from agent_model.run import AgentRunResult
 from agent_model.state import AgentState, StopReason
@@ -40,6 +45,9 @@ from testkit.e2e import wait_until
 from testkit.fake_openai import Reply, python, terminate, turn_of
 from testkit.netns_cluster import NetnsCluster
 from testkit.run_results import final_result
+
+if TYPE_CHECKING:
+    from testkit.partition_heal import Rejoin
 
 SCENARIOS = ("tool", "think", "between")
 TOOL_SLEEP_SECONDS = 25.0
@@ -86,11 +94,15 @@ def program(log: Path, tag: str, sleep: float, first_only: bool, gate: Path | No
 
 class Script:
     """turn 0: python_execute of the scenario's program; turn 1: terminate
-    (held until `released` in the think scenario)."""
+    (held until `released` in the think scenario). A later run whose task
+    holds a marker of `other_runs` gets that entry's turns instead."""
 
     def __init__(self, scenario: str, log: Path, tag: str, gate: Path) -> None:
         self.scenario = scenario
+        self.tag = tag
+        """The program's tag in the executions log."""
         self.released = threading.Event()
+        self.other_runs: dict[str, list[Reply]] = {}
         if scenario == "tool":
             code = program(log, tag, TOOL_SLEEP_SECONDS, first_only=True)
         elif scenario == "between":
@@ -101,10 +113,20 @@ class Script:
 
     def __call__(self, body: dict, attempt: int) -> Reply:
         turn = turn_of(body)
+        task = task_text(body)
+        other = next((turns for marker, turns in self.other_runs.items() if marker in task), None)
+        if other is not None:
+            return other[min(turn, len(other) - 1)]
         reply = self.turns[min(turn, len(self.turns) - 1)]
         if self.scenario == "think" and turn == 1 and not self.released.is_set():
             reply = replace(reply, delay=HELD_THINK_SECONDS)
         return reply
+
+
+def task_text(body: dict) -> str:
+    """The user messages of a think request (the run's task is among them)."""
+    messages = body.get("messages") or []
+    return " ".join(json.dumps(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "user")
 
 
 @dataclass
@@ -150,6 +172,8 @@ class Measurement:
     workflow_tasks_after_cut: list[str] = field(default_factory=list)
     thinks: list[str] = field(default_factory=list)
     """Each think request: 'turn<N>@<host>+<seconds from the cut>'."""
+    rejoin: Rejoin | None = None
+    """The heal scenario's follow-up (testkit/partition_heal.py)."""
     error: str = ""
 
     def line(self) -> str:
@@ -163,15 +187,47 @@ class Measurement:
             f"a's call died {s(self.a_call_died_after)} overlap {self.overlap} "
             f"error seen {self.error_seen or '-'!r} wft timeouts {self.workflow_task_timeouts} "
             f"(stall {self.workflow_task_stall:.1f}s: {'; '.join(self.workflow_tasks_after_cut)}) "
-            f"thinks {' '.join(self.thinks)}" + (f" ERROR {self.error}" if self.error else "")
+            f"thinks {' '.join(self.thinks)}" + (f" | {self.rejoin.line()}" if self.rejoin else "")
+            + (f" ERROR {self.error}" if self.error else "")
         )
 
     def as_json(self) -> dict:
         return asdict(self)
 
 
-async def run_scenario(base_dir: Path, scenario: str, repeat: int) -> Measurement:
-    """One run of `scenario` on a cluster of its own."""
+@dataclass
+class AfterTheRun:
+    """What a scenario's follow-up gets: the cluster, with the partitioned run done and analysed."""
+
+    cluster: NetnsCluster
+    script: Script
+    handle: WorkflowHandle
+    result: AgentRunResult
+    run_id: str
+    log: Path
+    cut_at: float
+    m: Measurement
+
+
+FollowUp = Callable[[AfterTheRun], Awaitable[None]]
+
+
+async def start_run(cluster: NetnsCluster, run_id: str, task: str) -> WorkflowHandle:
+    """An agent run on the cluster's queue, as the starter builds it (tool terms in)."""
+    assert cluster.client is not None
+    run = agent_run_input(task, agent="manus")
+    return await cluster.client.start_workflow(
+        "AgentWorkflow",
+        run,
+        id=run_id,
+        task_queue=cluster.task_queue,
+        task_timeout=run.continuation.workflow_task_timeout() if run.continuation else None,
+        result_type=AgentRunResult,
+    )
+
+
+async def run_scenario(base_dir: Path, scenario: str, repeat: int, then: FollowUp | None = None) -> Measurement:
+    """One run of `scenario` on a cluster of its own; then `then`, if given, on the same cluster."""
     m = Measurement(scenario, repeat)
     base_dir.mkdir(parents=True, exist_ok=True)
     log = base_dir / "executions.jsonl"
@@ -181,15 +237,7 @@ async def run_scenario(base_dir: Path, scenario: str, repeat: int) -> Measuremen
     async with NetnsCluster(base_dir, responder=script) as cluster:
         assert cluster.client is not None and cluster.fake is not None
         cluster.start_worker("a")
-        run = agent_run_input(f"partition test {run_id}", agent="manus")  # as the starter builds it: tool terms in
-        handle = await cluster.client.start_workflow(
-            "AgentWorkflow",
-            run,
-            id=run_id,
-            task_queue=cluster.task_queue,
-            task_timeout=run.continuation.workflow_task_timeout() if run.continuation else None,
-            result_type=AgentRunResult,
-        )
+        handle = await start_run(cluster, run_id, f"partition test {run_id}")
         try:
             await _reach_cut_point(cluster, scenario, log)
             cluster.start_worker("b")
@@ -198,7 +246,7 @@ async def run_scenario(base_dir: Path, scenario: str, repeat: int) -> Measuremen
                 await asyncio.sleep(CUT_AFTER_START_SECONDS)
             if scenario == "between":
                 gate.touch()
-                await wait_until(lambda: _events(log, "end"), POINT_TIMEOUT_SECONDS, "the step's end", 0.01)
+                await wait_until(lambda: program_events(log, "end"), POINT_TIMEOUT_SECONDS, "the step's end", 0.01)
                 client = cluster.client
                 await wait_until(
                     lambda: completed_count(client, run_id, "python_execute"), POINT_TIMEOUT_SECONDS,
@@ -214,6 +262,8 @@ async def run_scenario(base_dir: Path, scenario: str, repeat: int) -> Measuremen
             m.finished = (result.state, result.stop_reason) == (AgentState.FINISHED, StopReason.TERMINATED)
             m.end = f"{result.state.value}/{result.stop_reason.value}"
             await _analyse(cluster, run_id, log, cut_at, m)
+            if then is not None:
+                await then(AfterTheRun(cluster, script, handle, result, run_id, log, cut_at, m))
         except Exception as e:  # reported in the measurement; the test's assertions fail on it
             m.error = f"{type(e).__name__}: {e}"
             for role, child in cluster.workers.items():
@@ -221,7 +271,8 @@ async def run_scenario(base_dir: Path, scenario: str, repeat: int) -> Measuremen
     return m
 
 
-def _events(log: Path, event: str) -> list[dict]:
+def program_events(log: Path, event: str) -> list[dict]:
+    """The executions log's lines of one kind ("start", "alive", "end")."""
     if not log.exists():
         return []
     lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
@@ -237,7 +288,7 @@ async def _reach_cut_point(cluster: NetnsCluster, scenario: str, log: Path) -> N
 
     def started() -> bool:
         alive()
-        return bool(_events(log, "start"))
+        return bool(program_events(log, "start"))
 
     def thinking() -> bool:
         alive()
@@ -329,7 +380,7 @@ async def _analyse(cluster: NetnsCluster, run_id: str, log: Path, cut_at: float,
 
     # Executions of the program, per host, from its own log.
     by_pid: dict[int, Execution] = {}
-    for e in _events(log, "start") + _events(log, "alive") + _events(log, "end"):
+    for e in program_events(log, "start") + program_events(log, "alive") + program_events(log, "end"):
         role = cluster.role_of_inode(e["netns"])
         ex = by_pid.setdefault(e["pid"], Execution(role, e["t"] - cut_at, e["t"] - cut_at, False))
         ex.start = min(ex.start, e["t"] - cut_at)
