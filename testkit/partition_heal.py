@@ -112,7 +112,10 @@ async def heal_and_rejoin(after: AfterTheRun) -> None:
     ]
     started_at = time.time()
     handle = await start_run(cluster, second_id, f"partition test {marker}")
-    result = await asyncio.wait_for(final_result(handle), SECOND_RUN_TIMEOUT_SECONDS)
+    try:
+        result = await asyncio.wait_for(final_result(handle), SECOND_RUN_TIMEOUT_SECONDS)
+    except TimeoutError:
+        raise TimeoutError(f"the second run, with b gone, not done within {SECOND_RUN_TIMEOUT_SECONDS:.0f} s") from None
     r.second_finished = (result.state, result.stop_reason) == (AgentState.FINISHED, StopReason.TERMINATED)
     assert cluster.client is not None and cluster.fake is not None
     closed = (await read_history(cluster.client, second_id)).closed
