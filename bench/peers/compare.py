@@ -183,8 +183,9 @@ def section(report: Report) -> Section:
     section.markdown += [
         f"{report.rounds} rounds; each round runs, for each of {', '.join(map(str, steps))} steps, one run of each "
         "kind, one after another, on one dev server with one fake LLM (no latency). Each agent follows the same "
-        "script: N turns that each call the editor once (`view` of a 5-line file, a Temporal activity), then a "
-        "plain final answer (N + 1 model calls). The bare loop is 1 + 2N echo activities. Per step = the run's "
+        "script: N turns that each call the editor once (`view` of a 5-line file: a Temporal activity for the "
+        "peers; for durable-manus a local activity, since a call that only reads runs in the workflow task that "
+        "got the reply, docs/tools.md), then a plain final answer (N + 1 model calls). The bare loop is 1 + 2N echo activities. Per step = the run's "
         "time / N; median (min-max) over the rounds. Worker CPU: user + system time of the process that runs "
         "the worker and the client (durable-manus and the bare loop share this benchmark's process; each peer "
         "has its own). Each peer uses its official Temporal integration with its defaults (workflow sandbox "

@@ -2,7 +2,8 @@
 one run of `steps` editor steps and returns what it cost (a Sample):
 
 - durable-manus: AgentWorkflow on a worker in this process, the manus
-  profile with one tool, str_replace_editor, whose `view` reads a 5-line file;
+  profile with one tool, str_replace_editor, whose `view` reads a 5-line file
+  (a local activity: a call that only reads runs in the workflow task);
 - bare: bench/bare.py's loop in this process, prepare + 2 echo activities a step;
 - a peer: its agent program (agents_sdk_agent.py, pydantic_ai_agent.py) in its
   own venv's python, one process for the whole benchmark, a run per request.
