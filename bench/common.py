@@ -176,16 +176,27 @@ def new_run_id(prefix: str) -> str:
 
 
 async def start_agent(
-    client: Client, settings: Settings, profile: AgentProfile, script: dict, run_id: str | None = None
+    client: Client,
+    settings: Settings,
+    profile: AgentProfile,
+    script: dict,
+    run_id: str | None = None,
+    local_reads: bool = True,
 ) -> WorkflowHandle[Any, AgentRunResult]:
     """As the starter starts a run: the tools' terms and this code's limits in
-    its input (runtime/run_start.py agent_run_input), their workflow task timeout."""
+    its input (runtime/run_start.py agent_run_input), their workflow task timeout.
+    local_reads=False: every call an activity, as in an input written before the rule."""
     run_id = run_id or new_run_id("bench")
     script = {**script, "run": run_id}
     limits = current_limits()
+    termed = with_tool_terms(profile)
+    if not local_reads:
+        termed = termed.model_copy(update={
+            "tool_terms": {name: t.model_copy(update={"local_reads": {}}) for name, t in termed.tool_terms.items()}
+        })
     return await client.start_workflow(
         AgentWorkflow.run,
-        AgentRunInput(task=task_for(script), profile=with_tool_terms(profile), continuation=limits),
+        AgentRunInput(task=task_for(script), profile=termed, continuation=limits),
         id=run_id,
         task_queue=settings.task_queue,
         task_timeout=limits.workflow_task_timeout(),
