@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 from agent_model.memory import DEFAULT_MAX_MESSAGES, DEFAULT_MAX_TOKENS
 from agent_model.messages import ToolChoice
 from agent_model.stuck import DEFAULT_DUPLICATE_THRESHOLD
-from agent_model.tool_terms import ToolTerms
+from agent_model.tool_terms import ActivityTerms, ToolTerms
 from prompts import browser, data_analysis, manus, mcp, planning, swe, toolcall
 
 
@@ -53,6 +53,11 @@ class AgentProfile(BaseModel):
     """Each of `tools` as the run started with it (definition, activity
     options), written by the starter (tools/__init__.py with_tool_terms);
     empty in the built-in profiles and older inputs: the worker's tool files."""
+    think_terms: ActivityTerms | None = None
+    """How the run's thinks are scheduled, written by the starter with the tool
+    terms; among them how often a think whose worker went silent is scheduled
+    again. None in the built-in profiles and older inputs: the worker's
+    THINK_CONFIG, and a lost worker's think fails as it did."""
 
 
 TOOLCALL = AgentProfile(

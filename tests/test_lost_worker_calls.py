@@ -1,12 +1,15 @@
-"""A lost worker is not the tool's failure: a call whose last attempt ended
-because its worker went silent (SIGKILL here: the heartbeat timeout) is
-scheduled again with its attempts counted afresh, as often as the run's terms
-say (ActivityTerms.lost_worker_reschedules), and only past that is the model
-told. worker.py processes on the session's dev server, the fake LLM."""
+"""A lost worker is not the tool's (or the model's) failure: a call or a
+think whose last attempt ended because its worker went silent (SIGKILL here:
+the heartbeat timeout) is scheduled again with its attempts counted afresh,
+as often as the run's terms say (ActivityTerms.lost_worker_reschedules; a
+think's in AgentProfile.think_terms), and only past that is the model told
+(a think: the run fails as before). worker.py processes on the session's dev
+server, the fake LLM."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import uuid
 
@@ -121,3 +124,35 @@ async def test_a_call_whose_workers_keep_being_lost_is_reported_to_the_model(dev
     assert tool_call.observation == agent_notes.LOST_CALL_OBSERVATION.format(tool="python_execute", times=2)
     assert len(tagged(log, "tool")) == 2, "scheduled once more than the first time, not again"
     assert result.state == AgentState.FINISHED and result.final_answer == "gave up on it", result
+
+
+def profile_with_think_attempts(maximum_attempts: int) -> AgentProfile:
+    profile = with_tool_terms(MANUS)
+    terms = profile.think_terms
+    assert terms is not None and terms.lost_worker_reschedules == 3  # what a new run gets
+    return profile.model_copy(update={"think_terms": terms.model_copy(update={"maximum_attempts": maximum_attempts})})
+
+
+async def test_a_think_whose_worker_is_lost_starts_over_with_its_retries_whole(dev_env, fake_llm, tmp_path):
+    """One attempt allowed: before, the lost worker was the think's failure and
+    the run ended in error ("activity Heartbeat timeout")."""
+    answer = terminate("done")
+    fake_llm.turns = [[dataclasses.replace(answer, delay=60), answer]]  # the first request is held
+    queue = unique_queue("lost-think")
+    env = child_env(tmp_path, address=server_address(dev_env), task_queue=queue, base_url=fake_llm.base_url)
+    logs = tmp_path / "logs"
+    first = second = None
+    try:
+        first = start_worker(env, logs, name="worker1")
+        handle = await start(dev_env, queue, profile_with_think_attempts(1))
+        await wait_until(lambda: has_heartbeated(handle, "think"), 60, "a heartbeat of the think", 0.2)
+        first.kill()
+        second = start_worker(env, logs, name="worker2")
+        result = await asyncio.wait_for(handle.result(), RUN_TIMEOUT)
+    finally:
+        await stop_all(first, second)
+    assert result.state == AgentState.FINISHED and result.final_answer == "done", result
+    thinks = [a for a in await activity_attempts(handle) if a[0] == "think"]
+    assert thinks == [("think", 1, None), ("think", 1, None)], thinks  # a new activity, attempt 1
+    assert [s.endswith("(again: its worker was lost)") for s in await summaries(handle, "think")] == [False, True]
+    await replayer().replay_workflow(await handle.fetch_history())

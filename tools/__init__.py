@@ -18,6 +18,7 @@ from typing import Any
 
 from temporalio import workflow
 
+from agent_model.activity_specs import THINK_CONFIG
 from agent_model.profiles import AgentProfile
 from agent_model.tool_spec import ToolSpec
 from agent_model.tool_terms import ActivityTerms, ToolTerms
@@ -49,12 +50,13 @@ def used_by(profile: AgentProfile) -> list[ToolSpec]:
 
 
 def with_tool_terms(profile: AgentProfile) -> AgentProfile:
-    """The profile with each of its tools as this code defines it, for a new
-    run's input: a later deploy of other tool files reaches new runs only.
+    """The profile with each of its tools, and its thinks, as this code defines
+    them, for a new run's input: a later deploy of other tool files reaches new
+    runs only.
     Raises ValueError for options a tool does not take."""
     names = dict.fromkeys([*profile.tools, *(spec.name for spec in used_by(profile))])
     terms = {name: _terms(spec, profile.tool_options.get(name, {})) for name in names if (spec := TOOLS.get(name)) is not None}
-    return profile.model_copy(update={"tool_terms": terms})
+    return profile.model_copy(update={"tool_terms": terms, "think_terms": ActivityTerms.of(THINK_CONFIG)})
 
 
 def _terms(spec: ToolSpec, raw_options: dict[str, Any]) -> ToolTerms:

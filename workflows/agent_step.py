@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from agent_model.state import AgentState, StopReason
     from agent_model.errors import CONTEXT_MISSING_ERROR, REPLY_TOO_LARGE_ERROR, TOKEN_LIMIT_ERROR
     from agent_model.think_context import ContextSync
+    from agent_model.tool_terms import BadToolTerms
     from agent_model.tool_spec import RunEnds, ToolOutcome, scheduled
     from agent_model.trace_attributes import (
         STOP_REASON,
@@ -53,7 +54,7 @@ with workflow.unsafe.imports_passed_through():
         tool_span_name,
     )
     from prompts import agent_notes
-    from workflows.agent_tools import RunTools
+    from workflows.agent_tools import RunTools, worker_went_silent
     from workflows.run_ending import Cancelled, RunEnded, cancel_requested, stop_if_cancelled
     from workflows.tracing import WorkflowSpan, workflow_span
 
@@ -156,6 +157,15 @@ class Stepper:
 
     async def _think(self) -> ThinkResponse:
         state, profile = self.state, self.profile
+        terms = profile.think_terms
+        try:
+            config = terms.config() if terms is not None else THINK_CONFIG
+        except BadToolTerms as e:
+            raise RunEnded(
+                StopReason.ERROR, f"the run cannot think: its think terms in its input are invalid ({e})", AgentState.ERROR
+            ) from None
+        reschedules = terms.lost_worker_reschedules if terms is not None else 0
+        lost = 0
         while True:
             stop_if_cancelled()
             system_prompt = agent_loop.system_prompt(profile, state.directory, state.plans)
@@ -171,14 +181,20 @@ class Stepper:
             request.workspace, request.step = self.tools.workspace, state.step
             complete = ContextSync.is_complete(request)
             try:
+                summary = f"think {state.step}/{profile.max_steps} · {profile.name}"
                 response = await workflow.execute_activity(
                     THINK,
                     request,
                     result_type=ThinkResponse,
-                    **scheduled(THINK_CONFIG, f"think {state.step}/{profile.max_steps} · {profile.name}"),
+                    **scheduled(config, summary if lost == 0 else f"{summary} (again: its worker was lost)"),
                 )
                 break
             except ActivityError as e:
+                # A lost worker (or a server too busy to hear its beats) is not
+                # the model's failure: the think starts over with its attempts whole.
+                if worker_went_silent(e) and lost < reschedules and not cancel_requested():
+                    lost += 1
+                    continue
                 cause = e.cause
                 if not isinstance(cause, ApplicationError):
                     raise

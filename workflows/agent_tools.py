@@ -57,7 +57,7 @@ class LostCall(Exception):
         self.times = times
 
 
-def _worker_went_silent(error: ActivityError) -> bool:
+def worker_went_silent(error: ActivityError) -> bool:
     cause = error.cause
     return isinstance(cause, TimeoutError) and cause.type in SILENT_WORKER_TIMEOUTS
 
@@ -321,7 +321,7 @@ class RunTools:
                     **scheduled(activity_options(self.profile, spec), summary if lost == 0 else f"{summary} (again: its worker was lost)"),
                 )
             except ActivityError as e:
-                if not _worker_went_silent(e) or cancel_requested() or reschedules == 0:
+                if not worker_went_silent(e) or cancel_requested() or reschedules == 0:
                     raise
                 lost += 1
                 if lost > reschedules:
