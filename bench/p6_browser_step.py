@@ -103,7 +103,8 @@ async def ordinary(ctx: Context, steps: int) -> float:
         result = await final_result(handle)
         history = await handle.fetch_history()
     check_result(result, steps, "P6 ordinary step")
-    spans = timestamps(history, "str_replace_editor")
+    # From think to think: a new run's view is a local activity, with no activity events of its own.
+    spans = timestamps(history, "think")
     return statistics.median(b[1] - a[1] for a, b in zip(spans, spans[1:]))
 
 
